@@ -1,0 +1,43 @@
+# Shared set-up for scripts/demo, scripts/test and bench/run. Source it; do not run it.
+# Everything a fresh Debian 12 machine lacks is installed here, so CI needs nothing else.
+
+WB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WB_PG_MAJOR=15
+WB_PACKAGES=(
+  build-essential g++ make cmake pkg-config
+  "postgresql-$WB_PG_MAJOR" "postgresql-server-dev-$WB_PG_MAJOR" postgresql-common
+  "postgresql-$WB_PG_MAJOR-pgtap" libtap-parser-sourcehandler-pgtap-perl
+  libpq-dev libgtest-dev libbenchmark-dev python3 python3-psycopg2
+)
+
+wb_log() { printf '==> %s\n' "$*" >&2; }
+
+# Runs a command as root: directly when we are root, else through sudo.
+wb_as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+wb_ensure_packages() {
+  local missing=() p
+  for p in "${WB_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  wb_log "installing Debian packages: ${missing[*]}"
+  wb_as_root apt-get update -qq
+  wb_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+wb_pg_config() { echo "/usr/lib/postgresql/$WB_PG_MAJOR/bin/pg_config"; }
+
+# Builds whizbang.so and installs it into the local PostgreSQL (needs root for the install).
+wb_build_install() {
+  wb_log "building and installing whizbang"
+  make -C "$WB_ROOT" -s -j"$(nproc)" PG_CONFIG="$(wb_pg_config)" >/dev/null
+  wb_as_root make -C "$WB_ROOT" -s install PG_CONFIG="$(wb_pg_config)" >/dev/null
+}
+
+wb_setup() {
+  wb_ensure_packages
+  wb_build_install
+}

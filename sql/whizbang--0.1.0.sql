@@ -1,0 +1,211 @@
+-- whizbang 0.1.0: settings, the dedup table and the identity / dedup functions.
+-- Every name is schema-qualified; nothing is granted to PUBLIC (docs/security.md).
+
+\echo Use "CREATE EXTENSION whizbang" to load this file. \quit
+
+-- ---------------------------------------------------------------------------------------
+-- Settings
+-- ---------------------------------------------------------------------------------------
+
+-- What whizbang ships: one row per key it reads, with its type and bounds. Owned by the
+-- extension and rebuilt by CREATE EXTENSION, so it is not dumped.
+CREATE TABLE whizbang.wh_setting_defaults (
+    setting_key    text PRIMARY KEY,
+    default_value  text NOT NULL,
+    value_type     text NOT NULL CHECK (value_type IN ('integer', 'boolean', 'text')),
+    min_value      bigint,
+    max_value      bigint,
+    allowed_values text[],
+    description    text NOT NULL
+);
+
+INSERT INTO whizbang.wh_setting_defaults
+    (setting_key, default_value, value_type, min_value, max_value, allowed_values, description)
+VALUES
+    ('dedup_retention_days', '30', 'integer', 1, 36500, NULL,
+     'Days to retain message deduplication entries; also the replay horizon'),
+    ('max_attempts', '10', 'integer', 1, 1000000, NULL,
+     'Deliveries of one message before it is dead-lettered'),
+    ('retry_base_seconds', '30', 'integer', 0, 31536000, NULL,
+     'First retry delay; doubles per attempt'),
+    ('retry_max_seconds', '300', 'integer', 0, 31536000, NULL,
+     'Upper bound of the retry delay'),
+    ('dead_letter_retention_days', '30', 'integer', 1, 36500, NULL,
+     'Days to keep dead letters'),
+    ('idempotency_in_progress_ttl_seconds', '1800', 'integer', 1, 31536000, NULL,
+     'How long an abandoned idempotency claim blocks its key'),
+    ('idempotency_result_ttl_seconds', '86400', 'integer', 1, 315360000, NULL,
+     'Default time a completed idempotency result is kept'),
+    ('idempotency_result_ttl_min_seconds', '1', 'integer', 1, 315360000, NULL,
+     'Smallest result TTL a caller may ask for'),
+    ('idempotency_result_ttl_max_seconds', '2592000', 'integer', 1, 315360000, NULL,
+     'Largest result TTL a caller may ask for'),
+    ('idempotency_tombstone_days', '30', 'integer', 0, 36500, NULL,
+     'Days a purged idempotency result is remembered as a tombstone'),
+    ('replay_policy', 'reject', 'text', NULL, NULL, ARRAY['reject', 'accept'],
+     'What happens to a message sent before the replay horizon: reject (expired) or accept'),
+    ('outbox_notify', 'false', 'boolean', NULL, NULL, NULL,
+     'Send NOTIFY whizbang_outbox once per transaction that stored outbox rows'),
+    ('debug_mode', 'false', 'boolean', NULL, NULL, NULL,
+     'Mark completed rows as processed instead of deleting them');
+
+-- What users set. Seeded with the defaults so the seed's queries and its
+-- INSERT ... ON CONFLICT (setting_key) DO UPDATE work unchanged.
+CREATE TABLE whizbang.wh_settings (
+    setting_key   text PRIMARY KEY,
+    setting_value text NOT NULL,
+    value_type    text NOT NULL,
+    description   text
+);
+
+-- Validates a write and fills in type and description. An INSERT of a key that exists
+-- updates it instead, so a pg_dump restore (which replays the rows after CREATE EXTENSION
+-- seeded them) reproduces the user's values without a conflict.
+CREATE FUNCTION whizbang.wh_settings_validate() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d whizbang.wh_setting_defaults%ROWTYPE;
+    v bigint;
+BEGIN
+    SELECT * INTO d FROM whizbang.wh_setting_defaults WHERE setting_key = NEW.setting_key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown whizbang setting "%"', NEW.setting_key
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT setting_key FROM whizbang.settings lists the known settings.';
+    END IF;
+    IF NEW.setting_value IS NULL THEN
+        RAISE EXCEPTION 'setting "%" must not be null', NEW.setting_key
+            USING ERRCODE = 'not_null_violation', HINT = 'Delete the row to go back to the default.';
+    END IF;
+    IF NEW.value_type IS NOT NULL AND NEW.value_type <> d.value_type THEN
+        RAISE EXCEPTION 'setting "%" has type %, not %', NEW.setting_key, d.value_type, NEW.value_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    NEW.value_type := d.value_type;
+    NEW.description := coalesce(NEW.description, d.description);
+
+    IF d.value_type = 'integer' THEN
+        IF NEW.setting_value !~ '^\s*[+-]?[0-9]{1,18}\s*$' THEN
+            RAISE EXCEPTION 'invalid value for setting "%": "%" is not an integer', NEW.setting_key, NEW.setting_value
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v := NEW.setting_value::bigint;
+        IF v < d.min_value OR v > d.max_value THEN
+            RAISE EXCEPTION 'invalid value for setting "%": % is outside [%, %]', NEW.setting_key, v, d.min_value, d.max_value
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        NEW.setting_value := v::text;
+    ELSIF d.value_type = 'boolean' THEN
+        IF lower(btrim(NEW.setting_value)) NOT IN ('true', 'false', 't', 'f', 'on', 'off', 'yes', 'no', '1', '0') THEN
+            RAISE EXCEPTION 'invalid value for setting "%": "%" is not a boolean', NEW.setting_key, NEW.setting_value
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        NEW.setting_value := NEW.setting_value::boolean::text;
+    ELSIF d.allowed_values IS NOT NULL AND NOT (NEW.setting_value = ANY (d.allowed_values)) THEN
+        RAISE EXCEPTION 'invalid value for setting "%": "%"', NEW.setting_key, NEW.setting_value
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Allowed values: %s.', array_to_string(d.allowed_values, ', '));
+    END IF;
+
+    IF TG_OP = 'INSERT' THEN
+        UPDATE whizbang.wh_settings
+           SET setting_value = NEW.setting_value, value_type = NEW.value_type, description = NEW.description
+         WHERE setting_key = NEW.setting_key;
+        IF FOUND THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER wh_settings_validate
+    BEFORE INSERT OR UPDATE ON whizbang.wh_settings
+    FOR EACH ROW EXECUTE FUNCTION whizbang.wh_settings_validate();
+
+INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
+SELECT setting_key, default_value, value_type, description FROM whizbang.wh_setting_defaults;
+
+-- Only values that differ from the shipped default are dumped, so a restore into a newer
+-- version keeps that version's defaults for everything the user never changed.
+SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_settings',
+    'WHERE setting_value OPERATOR(pg_catalog.<>) (SELECT d.default_value FROM whizbang.wh_setting_defaults d'
+    ' WHERE d.setting_key OPERATOR(pg_catalog.=) wh_settings.setting_key)');
+
+-- Each key's effective value (a deleted row falls back to the default), default and type.
+CREATE VIEW whizbang.settings AS
+SELECT d.setting_key,
+       coalesce(s.setting_value, d.default_value) AS value,
+       d.default_value,
+       d.value_type,
+       (s.setting_value IS NULL OR s.setting_value = d.default_value) AS is_default,
+       d.description
+  FROM whizbang.wh_setting_defaults d
+  LEFT JOIN whizbang.wh_settings s ON s.setting_key = d.setting_key
+ ORDER BY d.setting_key;
+
+-- ---------------------------------------------------------------------------------------
+-- Deduplication
+-- ---------------------------------------------------------------------------------------
+
+CREATE TABLE whizbang.wh_message_deduplication (
+    consumer          text        NOT NULL DEFAULT '',
+    message_id        uuid        NOT NULL,
+    first_seen_at     timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    observation_count integer     NOT NULL DEFAULT 1,   -- deliveries seen, 1 at the first
+    conflict_count    integer     NOT NULL DEFAULT 0,   -- deliveries whose fingerprint differed
+    fingerprint       bytea,
+    CONSTRAINT wh_message_deduplication_pkey PRIMARY KEY (consumer, message_id)
+);
+
+-- Used by perform_maintenance's retention purge (as in the seed).
+CREATE INDEX idx_message_dedup_first_seen ON whizbang.wh_message_deduplication (first_seen_at);
+
+SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_message_deduplication', '');
+
+-- ---------------------------------------------------------------------------------------
+-- Functions
+-- ---------------------------------------------------------------------------------------
+
+CREATE FUNCTION whizbang.version() RETURNS text
+    AS 'MODULE_PATHNAME', 'wb_version' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION whizbang.dedup_insert(
+    p_message_id uuid,
+    p_consumer text DEFAULT '',
+    p_fingerprint bytea DEFAULT NULL,
+    p_sent_at timestamptz DEFAULT NULL,
+    p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS text
+    AS 'MODULE_PATHNAME', 'wb_dedup_insert' LANGUAGE C VOLATILE;
+
+CREATE FUNCTION whizbang.dedup_insert_many(
+    p_message_ids uuid[],
+    p_consumer text DEFAULT '',
+    p_fingerprints bytea[] DEFAULT NULL,
+    p_sent_at timestamptz[] DEFAULT NULL,
+    p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (message_id uuid, outcome text)
+    AS 'MODULE_PATHNAME', 'wb_dedup_insert_many' LANGUAGE C VOLATILE ROWS 100;
+
+CREATE FUNCTION whizbang.fingerprint(p_payload jsonb, p_ignore_paths text[] DEFAULT NULL)
+RETURNS bytea
+    AS 'MODULE_PATHNAME', 'wb_fingerprint' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION whizbang.event_uuid(p_source text, p_id text) RETURNS uuid
+    AS 'MODULE_PATHNAME', 'wb_event_uuid' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION whizbang.uuid_v7(p_at timestamptz DEFAULT pg_catalog.clock_timestamp()) RETURNS uuid
+    AS 'MODULE_PATHNAME', 'wb_uuid_v7' LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE FUNCTION whizbang.partition_of(p_stream_id uuid, p_partition_count integer) RETURNS integer
+    AS 'MODULE_PATHNAME', 'wb_partition_of' LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Internal: exercises the C++/PostgreSQL error boundary (test/ and docs/internals.md).
+CREATE FUNCTION whizbang._bridge_selftest(p_mode text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'wb_bridge_selftest' LANGUAGE C VOLATILE;
+
+-- Nothing is granted to PUBLIC: docs/security.md shows what an application role needs.
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA whizbang FROM PUBLIC;

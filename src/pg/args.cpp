@@ -1,0 +1,135 @@
+#include <cstring>
+
+#include "pg/args.h"
+
+namespace whizbang::pg {
+
+namespace {
+
+struct Elements {
+    Datum* values = nullptr;
+    bool* nulls = nullptr;
+    int count = 0;
+};
+
+// Deconstructs a one-dimensional array of `element_type`.
+Elements deconstruct(FunctionCallInfo fcinfo, int argno, const char* name, Oid element_type) {
+    ArrayType* array = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(argno); });
+    if (ARR_NDIM(array) > 1)
+        throw SqlError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, std::string(name) + " must be a one-dimensional array");
+    if (ARR_ELEMTYPE(array) != element_type)
+        throw SqlError(ERRCODE_DATATYPE_MISMATCH, std::string(name) + " has the wrong element type");
+    int count = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
+    if (static_cast<std::size_t>(count) > kMaxBatchElements)
+        throw SqlError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                       std::string(name) + " has " + std::to_string(count) + " elements, more than the limit of " +
+                           std::to_string(kMaxBatchElements) + " per call",
+                       {}, "Split the batch into several calls.");
+    Elements out;
+    int16 typlen;
+    bool typbyval;
+    char typalign;
+    pg_call([&] {
+        get_typlenbyvalalign(element_type, &typlen, &typbyval, &typalign);
+        deconstruct_array(array, element_type, typlen, typbyval, typalign, &out.values, &out.nulls, &out.count);
+    });
+    return out;
+}
+
+[[noreturn]] void null_element(const char* name, int index) {
+    throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED,
+                   std::string(name) + "[" + std::to_string(index + 1) + "] must not be null");
+}
+
+}  // namespace
+
+core::Uuid uuid_from_datum(Datum d) {
+    core::Uuid u;
+    memcpy(u.data(), DatumGetUUIDP(d)->data, u.size());
+    return u;
+}
+
+Datum uuid_to_datum(const core::Uuid& u) {
+    auto* out = static_cast<pg_uuid_t*>(pg_call([] { return palloc(sizeof(pg_uuid_t)); }));
+    memcpy(out->data, u.data(), u.size());
+    return UUIDPGetDatum(out);
+}
+
+void require_not_null(FunctionCallInfo fcinfo, int argno, const char* name) {
+    if (PG_ARGISNULL(argno))
+        throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, std::string(name) + " must not be null");
+}
+
+std::string text_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    require_not_null(fcinfo, argno, name);
+    text* t = pg_call([&] { return PG_GETARG_TEXT_PP(argno); });
+    return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    require_not_null(fcinfo, argno, name);
+    TimestampTz ts = PG_GETARG_TIMESTAMPTZ(argno);
+    if (TIMESTAMP_NOT_FINITE(ts))
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, std::string(name) + " must be a finite timestamp");
+    return ts;
+}
+
+std::optional<std::vector<core::Uuid>> uuid_array_arg(FunctionCallInfo fcinfo, int argno, const char* name,
+                                                     bool required) {
+    if (PG_ARGISNULL(argno)) {
+        if (required) require_not_null(fcinfo, argno, name);
+        return std::nullopt;
+    }
+    Elements e = deconstruct(fcinfo, argno, name, UUIDOID);
+    std::vector<core::Uuid> out(e.count);
+    for (int i = 0; i < e.count; ++i) {
+        if (e.nulls[i]) null_element(name, i);
+        memcpy(out[i].data(), DatumGetUUIDP(e.values[i])->data, 16);
+    }
+    return out;
+}
+
+std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionCallInfo fcinfo, int argno,
+                                                                       const char* name) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    Elements e = deconstruct(fcinfo, argno, name, BYTEAOID);
+    std::vector<std::optional<std::string>> out(e.count);
+    for (int i = 0; i < e.count; ++i) {
+        if (e.nulls[i]) continue;
+        bytea* b = pg_call([&] { return DatumGetByteaPP(e.values[i]); });
+        out[i].emplace(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
+    }
+    return out;
+}
+
+std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(FunctionCallInfo fcinfo, int argno,
+                                                                             const char* name) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    Elements e = deconstruct(fcinfo, argno, name, TIMESTAMPTZOID);
+    std::vector<std::optional<TimestampTz>> out(e.count);
+    for (int i = 0; i < e.count; ++i)
+        if (!e.nulls[i]) out[i] = DatumGetTimestampTz(e.values[i]);
+    return out;
+}
+
+std::optional<std::vector<std::string>> text_array_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    Elements e = deconstruct(fcinfo, argno, name, TEXTOID);
+    std::vector<std::string> out(e.count);
+    for (int i = 0; i < e.count; ++i) {
+        if (e.nulls[i]) null_element(name, i);
+        text* t = pg_call([&] { return DatumGetTextPP(e.values[i]); });
+        out[i].assign(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+    }
+    return out;
+}
+
+void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name) {
+    if (expected != actual)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
+                       std::string(name) + " has " + std::to_string(actual) + " elements but " + leading + " has " +
+                           std::to_string(expected),
+                       {}, "Array arguments of one call must have equal lengths.");
+}
+
+}  // namespace whizbang::pg

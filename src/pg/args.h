@@ -1,0 +1,40 @@
+// Reading SQL arguments into C++ values, with the errors DESIGN §1.4 asks for: a NULL or
+// malformed element is named by parameter and subscript, with a proper SQLSTATE.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/uuid.h"
+#include "pg/bridge.h"
+
+namespace whizbang::pg {
+
+// More elements than this in one call is refused (54000), so memory stays bounded.
+constexpr std::size_t kMaxBatchElements = 1000000;
+
+core::Uuid uuid_from_datum(Datum d);
+Datum uuid_to_datum(const core::Uuid& u);
+
+// A required scalar: NULL raises 22004 naming the parameter.
+void require_not_null(FunctionCallInfo fcinfo, int argno, const char* name);
+std::string text_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+
+// A one-dimensional array argument. `required`: a NULL array raises 22004; otherwise a NULL
+// array reads as std::nullopt. Elements that are NULL raise 22004 unless the element type
+// is optional.
+std::optional<std::vector<core::Uuid>> uuid_array_arg(FunctionCallInfo fcinfo, int argno, const char* name,
+                                                     bool required);
+std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionCallInfo fcinfo, int argno,
+                                                                       const char* name);
+std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(FunctionCallInfo fcinfo, int argno,
+                                                                             const char* name);
+std::optional<std::vector<std::string>> text_array_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+
+// 22023 unless an optional array has the same length as the leading one.
+void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name);
+
+}  // namespace whizbang::pg

@@ -1,0 +1,225 @@
+// dedup_insert and dedup_insert_many (DESIGN §3.1).
+//
+// One call is one set-based upsert over the distinct ids of the batch, sorted by id, so the
+// row locks of overlapping concurrent batches are always taken in the same order (no 40P01).
+// Outcomes are then worked out in C++ (core/dedup_plan) and, only when some id needs it, a
+// second statement fixes counters or removes ids that were too old to record.
+#include <algorithm>
+#include <cstring>
+
+#include "core/dedup_plan.h"
+#include "pg/args.h"
+#include "pg/settings.h"
+#include "pg/spi.h"
+
+namespace whizbang::pg {
+namespace {
+
+constexpr std::size_t kMaxConsumerBytes = 1024;
+
+CachedPlan upsert_plan(
+    "INSERT INTO whizbang.wh_message_deduplication AS d"
+    "  (consumer, message_id, first_seen_at, observation_count, fingerprint)"
+    " SELECT $1, u.id, $2, u.n, u.fp FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(id, n, fp)"
+    " ON CONFLICT (consumer, message_id) DO UPDATE"
+    "  SET observation_count = d.observation_count OPERATOR(pg_catalog.+) excluded.observation_count,"
+    "      fingerprint = COALESCE(d.fingerprint, excluded.fingerprint)"
+    " RETURNING d.message_id, (d.xmax OPERATOR(pg_catalog.=) 0), d.fingerprint",
+    {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, INT4ARRAYOID, BYTEAARRAYOID});
+
+// Rows named here were locked by the upsert of the same call: no new lock order arises.
+CachedPlan adjust_plan(
+    "UPDATE whizbang.wh_message_deduplication AS d"
+    " SET observation_count = d.observation_count OPERATOR(pg_catalog.+) u.o,"
+    "     conflict_count = d.conflict_count OPERATOR(pg_catalog.+) u.c"
+    " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(id, o, c)"
+    " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) u.id",
+    {TEXTOID, UUIDARRAYOID, INT4ARRAYOID, INT4ARRAYOID});
+
+CachedPlan remove_plan(
+    "DELETE FROM whizbang.wh_message_deduplication"
+    " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
+    {TEXTOID, UUIDARRAYOID});
+
+std::string consumer_arg(FunctionCallInfo fcinfo, int argno) {
+    std::string consumer = text_arg(fcinfo, argno, "p_consumer");
+    if (consumer.size() > kMaxConsumerBytes)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
+                       "p_consumer is " + std::to_string(consumer.size()) + " bytes, more than the limit of " +
+                           std::to_string(kMaxConsumerBytes));
+    return consumer;
+}
+
+// uuid is a fixed-length pass-by-reference type whose datum is a pointer to 16 bytes.
+Datum uuid_array(const std::vector<core::Uuid>& ids) {
+    std::vector<Datum> datums(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) datums[i] = PointerGetDatum(ids[i].data());
+    return pg_call([&] {
+        return PointerGetDatum(construct_array(datums.data(), static_cast<int>(datums.size()), UUIDOID, 16, false,
+                                               TYPALIGN_CHAR));
+    });
+}
+
+Datum int4_array(const std::vector<int>& values) {
+    std::vector<Datum> datums(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) datums[i] = Int32GetDatum(values[i]);
+    return pg_call([&] {
+        return PointerGetDatum(construct_array(datums.data(), static_cast<int>(datums.size()), INT4OID, 4, true,
+                                               TYPALIGN_INT));
+    });
+}
+
+Datum bytea_array(const std::vector<const std::string*>& values) {
+    std::vector<Datum> datums(values.size());
+    std::vector<char> nulls(values.size());  // bool, but std::vector<bool> has no data()
+    return pg_call([&] {
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            nulls[i] = values[i] == nullptr;
+            if (nulls[i]) continue;
+            bytea* b = static_cast<bytea*>(palloc(VARHDRSZ + values[i]->size()));
+            SET_VARSIZE(b, VARHDRSZ + values[i]->size());
+            memcpy(VARDATA(b), values[i]->data(), values[i]->size());
+            datums[i] = PointerGetDatum(b);
+        }
+        int dims[1] = {static_cast<int>(values.size())};
+        int lbs[1] = {1};
+        return PointerGetDatum(construct_md_array(datums.data(), reinterpret_cast<bool*>(nulls.data()), 1, dims, lbs,
+                                                  BYTEAOID, -1, false, TYPALIGN_INT));
+    });
+}
+
+std::optional<std::string> bytea_value(Datum d, bool isnull) {
+    if (isnull) return std::nullopt;
+    bytea* b = pg_call([&] { return DatumGetByteaPP(d); });
+    return std::string(VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b));
+}
+
+// Under replay_policy = reject, an element sent before now - dedup_retention_days cannot be
+// deduplicated reliably any more: it is expired unless its id is still on record.
+void mark_expired(std::vector<core::DedupElement>& elements, const std::vector<std::optional<TimestampTz>>& sent_at,
+                  TimestampTz now) {
+    bool any = std::any_of(sent_at.begin(), sent_at.end(), [](const auto& s) { return s.has_value(); });
+    if (!any || setting_text("replay_policy") != "reject") return;
+    TimestampTz horizon = now - static_cast<TimestampTz>(setting_int("dedup_retention_days")) * USECS_PER_DAY;
+    for (std::size_t i = 0; i < elements.size(); ++i)
+        elements[i].expired = sent_at[i].has_value() && *sent_at[i] < horizon;
+}
+
+// Records the batch and returns one outcome per element, in input order.
+std::vector<core::DedupOutcome> record(const std::string& consumer, std::vector<core::DedupElement>& elements,
+                                       const std::vector<std::optional<TimestampTz>>& sent_at, TimestampTz now) {
+    SpiConnection spi;
+    mark_expired(elements, sent_at, now);
+
+    core::DedupPlan plan(elements);
+    const auto& keys = plan.keys();
+    std::vector<core::Uuid> ids(keys.size());
+    std::vector<int> counts(keys.size());
+    std::vector<const std::string*> fingerprints(keys.size());
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+        ids[k] = keys[k].id;
+        counts[k] = keys[k].observations;
+        fingerprints[k] = keys[k].fingerprint;
+    }
+    Datum consumer_datum = pg_call([&] {
+        return PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
+    });
+
+    uint64 rows = upsert_plan.execute(
+        {consumer_datum, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts), bytea_array(fingerprints)});
+    if (rows != keys.size())
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned " + std::to_string(rows) + " rows for " +
+                                                   std::to_string(keys.size()) + " ids");
+    std::vector<core::StoredKey> stored(keys.size());
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+        auto at = std::lower_bound(ids.begin(), ids.end(), id);
+        if (at == ids.end() || *at != id) throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned an unknown id");
+        core::StoredKey& s = stored[at - ids.begin()];
+        s.inserted = DatumGetBool(spi_value(r, 2, &isnull));
+        Datum fp = spi_value(r, 3, &isnull);
+        s.fingerprint = bytea_value(fp, isnull);
+    }
+
+    core::DedupResolution resolution = plan.resolve(stored);
+    if (!resolution.remove.empty()) remove_plan.execute({consumer_datum, uuid_array(resolution.remove)});
+    if (!resolution.adjustments.empty()) {
+        std::vector<core::Uuid> adj_ids;
+        std::vector<int> observations, conflicts;
+        for (const auto& a : resolution.adjustments) {
+            adj_ids.push_back(a.id);
+            observations.push_back(a.observations);
+            conflicts.push_back(a.conflicts);
+        }
+        adjust_plan.execute({consumer_datum, uuid_array(adj_ids), int4_array(observations), int4_array(conflicts)});
+    }
+    spi.finish();
+    return std::move(resolution.outcomes);
+}
+
+Datum outcome_text(core::DedupOutcome o) {
+    return pg_call([&] { return CStringGetTextDatum(core::outcome_word(o)); });
+}
+
+}  // namespace
+}  // namespace whizbang::pg
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// dedup_insert(p_message_id, p_consumer, p_fingerprint, p_sent_at, p_now) RETURNS text
+WB_FUNCTION(wb_dedup_insert) {
+    require_not_null(fcinfo, 0, "p_message_id");
+    std::string consumer = consumer_arg(fcinfo, 1);
+    TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
+
+    std::vector<core::DedupElement> elements(1);
+    elements[0].id = uuid_from_datum(PG_GETARG_DATUM(0));
+    if (!PG_ARGISNULL(2)) {
+        bytea* fp = pg_call([&] { return PG_GETARG_BYTEA_PP(2); });
+        elements[0].fingerprint.emplace(VARDATA_ANY(fp), VARSIZE_ANY_EXHDR(fp));
+    }
+    std::vector<std::optional<TimestampTz>> sent_at(1);
+    if (!PG_ARGISNULL(3)) sent_at[0] = PG_GETARG_TIMESTAMPTZ(3);
+
+    auto outcomes = record(consumer, elements, sent_at, now);
+    return outcome_text(outcomes[0]);
+}
+
+// dedup_insert_many(p_message_ids, p_consumer, p_fingerprints, p_sent_at, p_now)
+//   RETURNS TABLE(message_id uuid, outcome text), one row per input in input order
+WB_FUNCTION(wb_dedup_insert_many) {
+    std::vector<core::Uuid> ids = *uuid_array_arg(fcinfo, 0, "p_message_ids", true);
+    std::string consumer = consumer_arg(fcinfo, 1);
+    auto fingerprints = bytea_array_arg(fcinfo, 2, "p_fingerprints");
+    auto sent_at = timestamptz_array_arg(fcinfo, 3, "p_sent_at");
+    TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
+    if (fingerprints) require_same_length(ids.size(), "p_message_ids", fingerprints->size(), "p_fingerprints");
+    if (sent_at) require_same_length(ids.size(), "p_message_ids", sent_at->size(), "p_sent_at");
+
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (ids.empty()) return (Datum)0;
+
+    std::vector<core::DedupElement> elements(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        elements[i].id = ids[i];
+        if (fingerprints) elements[i].fingerprint = std::move((*fingerprints)[i]);
+    }
+    if (!sent_at) sent_at.emplace(ids.size());
+
+    auto outcomes = record(consumer, elements, *sent_at, now);
+
+    Datum words[4] = {outcome_text(core::DedupOutcome::fresh), outcome_text(core::DedupOutcome::duplicate),
+                      outcome_text(core::DedupOutcome::conflict), outcome_text(core::DedupOutcome::expired)};
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    pg_call([&] {
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+            Datum values[2] = {PointerGetDatum(ids[i].data()), words[static_cast<int>(outcomes[i])]};
+            bool nulls[2] = {false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            if ((i & 4095) == 0) CHECK_FOR_INTERRUPTS();
+        }
+    });
+    return (Datum)0;
+}

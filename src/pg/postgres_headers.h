@@ -1,0 +1,32 @@
+// The one place PostgreSQL's C headers enter C++ code. Include C++ and src/core headers
+// before this one: PostgreSQL's port.h defines macros (snprintf, bind, unlink ...) that
+// break the standard library when they are seen first.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+#include "utils/tuplestore.h"
+#include "utils/uuid.h"
+}
+
+// port.h redirects these to PostgreSQL's own versions; C++ code below wants the standard ones.
+#undef snprintf
+#undef vsnprintf
+#undef sprintf
+#undef printf
+#undef fprintf
+#undef bind
+#undef unlink

@@ -1,0 +1,43 @@
+#include "pg/spi.h"
+
+namespace whizbang::pg {
+
+uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) {
+    if (!plan_) {
+        plan_ = pg_call([&] {
+            SPIPlanPtr p = SPI_prepare(sql_, static_cast<int>(arg_types_.size()), arg_types_.data());
+            if (p == nullptr) elog(ERROR, "whizbang: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
+            SPI_keepplan(p);
+            return p;
+        });
+    }
+    return pg_call([&] {
+        int rc = SPI_execute_plan(plan_, const_cast<Datum*>(values.data()), nulls, false, 0);
+        if (rc < 0) elog(ERROR, "whizbang: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
+        return SPI_processed;
+    });
+}
+
+SpiConnection::SpiConnection() {
+    pg_call([] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+    });
+    open_ = true;
+}
+
+SpiConnection::~SpiConnection() {
+    // Reached while unwinding a C++ exception: the coming ERROR's abort cleans SPI up, and
+    // calling SPI_finish here could itself raise inside a destructor.
+}
+
+void SpiConnection::finish() {
+    if (!open_) return;
+    open_ = false;
+    pg_call([] { SPI_finish(); });
+}
+
+Datum spi_value(uint64 row, int col, bool* isnull) {
+    return pg_call([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
+}
+
+}  // namespace whizbang::pg

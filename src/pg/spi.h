@@ -1,0 +1,43 @@
+// SPI with plans prepared once per backend (pg_cron's habit) and every call guarded.
+// Queries are fully schema-qualified, operators included, so no caller's search_path can
+// change what they mean.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "pg/bridge.h"
+
+namespace whizbang::pg {
+
+// A statement prepared on first use and kept for the life of the backend.
+class CachedPlan {
+public:
+    CachedPlan(const char* sql, std::initializer_list<Oid> arg_types) : sql_(sql), arg_types_(arg_types) {}
+    // Executes with `values` (NULL where nulls[i] == 'n'); returns SPI_processed.
+    uint64 execute(const std::vector<Datum>& values, const char* nulls = nullptr);
+
+private:
+    const char* sql_;
+    std::vector<Oid> arg_types_;
+    SPIPlanPtr plan_ = nullptr;
+};
+
+// Connects to SPI for the scope of one function call. On an error the transaction abort
+// cleans SPI up, so the destructor only finishes a connection that is still open.
+class SpiConnection {
+public:
+    SpiConnection();
+    ~SpiConnection();
+    SpiConnection(const SpiConnection&) = delete;
+    SpiConnection& operator=(const SpiConnection&) = delete;
+    void finish();
+
+private:
+    bool open_ = false;
+};
+
+// Column `col` (1-based) of row `row` of the last result; nullptr-safe NULL check via *isnull.
+Datum spi_value(uint64 row, int col, bool* isnull);
+
+}  // namespace whizbang::pg
