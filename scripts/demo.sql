@@ -1,0 +1,44 @@
+-- The end-to-end demo run by ./scripts/demo: a consumer receives a message, applies its
+-- effect in the same transaction, and a redelivery of the same message does nothing.
+\pset footer off
+\echo
+\echo '== CREATE EXTENSION whizbang'
+CREATE EXTENSION whizbang;
+SELECT whizbang.version() AS whizbang_version;
+
+CREATE TABLE orders (order_id int PRIMARY KEY, amount numeric NOT NULL);
+CREATE TABLE ledger (order_id int, amount numeric);
+
+-- The consumer: dedup record and business effect in one transaction.
+CREATE FUNCTION receive(p_message_id uuid, p_payload jsonb) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+  v_outcome text := whizbang.dedup_insert(p_message_id, 'billing', whizbang.fingerprint(p_payload));
+BEGIN
+  IF v_outcome = 'new' THEN
+    INSERT INTO ledger VALUES ((p_payload->>'order')::int, (p_payload->>'amount')::numeric);
+  END IF;
+  RETURN v_outcome;
+END $$;
+
+\echo
+\echo '== the broker delivers message A'
+SELECT receive('0190a1b2-c3d4-7e5f-8a9b-000000000001', '{"order": 1, "amount": 10.00}') AS outcome;
+\echo '== the broker delivers message A again (at-least-once delivery): rejected as a duplicate'
+SELECT receive('0190a1b2-c3d4-7e5f-8a9b-000000000001', '{"amount": 10.0, "order": 1}') AS outcome;
+\echo '== a client reuses the id of message A with another payload: exposed as a conflict'
+SELECT receive('0190a1b2-c3d4-7e5f-8a9b-000000000001', '{"order": 1, "amount": 99}') AS outcome;
+\echo '== a batch with a repeat inside it'
+SELECT * FROM whizbang.dedup_insert_many(ARRAY[
+  '0190a1b2-c3d4-7e5f-8a9b-000000000002', '0190a1b2-c3d4-7e5f-8a9b-000000000001',
+  '0190a1b2-c3d4-7e5f-8a9b-000000000002']::uuid[], 'billing');
+\echo '== a delivery sent before the 30-day replay horizon cannot be deduplicated: expired'
+SELECT whizbang.dedup_insert('0190a1b2-c3d4-7e5f-8a9b-000000000003', 'billing',
+                             p_sent_at => now() - interval '45 days') AS outcome;
+
+\echo
+\echo '== the ledger holds exactly one effect for message A'
+SELECT * FROM ledger;
+\echo '== and the dedup table remembers what it saw'
+SELECT message_id, observation_count, conflict_count
+  FROM whizbang.wh_message_deduplication ORDER BY message_id;
+\echo 'demo finished: the duplicate was rejected.'
