@@ -59,3 +59,14 @@ SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-000000000030', 'tx');
 
 -- Empty batch: no rows.
 SELECT count(*) FROM whizbang.dedup_insert_many('{}'::uuid[]);
+
+-- A redelivered batch that is mostly on record (the write path then looks before it
+-- inserts): 30 known ids and 10 new ones, interleaved.
+SELECT count(*) FROM whizbang.dedup_insert_many(
+  (SELECT array_agg(md5('known' || i)::uuid) FROM generate_series(1, 30) i), 'bulk');
+SELECT outcome, count(*) FROM whizbang.dedup_insert_many(
+  (SELECT array_agg(CASE WHEN i % 4 = 0 THEN md5('fresh' || i) ELSE md5('known' || (i - i / 4)) END::uuid ORDER BY i)
+     FROM generate_series(1, 40) i), 'bulk')
+ GROUP BY outcome ORDER BY outcome;
+SELECT observation_count, count(*) FROM whizbang.wh_message_deduplication
+ WHERE consumer = 'bulk' GROUP BY observation_count ORDER BY observation_count;

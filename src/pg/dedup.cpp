@@ -1,14 +1,17 @@
 // dedup_insert and dedup_insert_many (DESIGN §3.1).
 //
-// One call is one set-based upsert over the distinct ids of the batch, sorted by id, so the
-// row locks of overlapping concurrent batches are always taken in the same order (no 40P01).
+// The distinct ids of a batch are handled sorted by id, so overlapping concurrent batches
+// always meet their keys in the same order and wait for each other at most (no 40P01).
+// New ids are inserted natively (dedup_store.cpp); ids already on record go through one
+// set-based upsert that counts the observation and returns the stored fingerprint.
 // Outcomes are then worked out in C++ (core/dedup_plan) and, only when some id needs it, a
-// second statement fixes counters or removes ids that were too old to record.
+// last statement fixes counters or removes ids that were too old to record.
 #include <algorithm>
 #include <cstring>
 
 #include "core/dedup_plan.h"
 #include "pg/args.h"
+#include "pg/dedup_store.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 
@@ -113,33 +116,52 @@ std::vector<core::DedupOutcome> record(const std::string& consumer, std::vector<
 
     core::DedupPlan plan(elements);
     const auto& keys = plan.keys();
-    std::vector<core::Uuid> ids(keys.size());
-    std::vector<int> counts(keys.size());
-    std::vector<const std::string*> fingerprints(keys.size());
-    for (std::size_t k = 0; k < keys.size(); ++k) {
-        ids[k] = keys[k].id;
-        counts[k] = keys[k].observations;
-        fingerprints[k] = keys[k].fingerprint;
+    std::vector<core::StoredKey> stored(keys.size());
+
+    // New ids are inserted natively; ids on record (and lookups) go through the upsert,
+    // which counts the observation and returns the stored fingerprint.
+    std::vector<char> on_record(keys.size(), 1);
+    if (insert_new_keys(consumer, now, keys, on_record)) {
+        for (std::size_t k = 0; k < keys.size(); ++k) {
+            if (on_record[k]) continue;
+            stored[k].inserted = true;
+            if (keys[k].fingerprint) stored[k].fingerprint = *keys[k].fingerprint;
+        }
+    }
+
+    std::vector<std::size_t> upsert_keys;
+    for (std::size_t k = 0; k < keys.size(); ++k)
+        if (on_record[k]) upsert_keys.push_back(k);
+    std::vector<core::Uuid> ids(upsert_keys.size());
+    std::vector<int> counts(upsert_keys.size());
+    std::vector<const std::string*> fingerprints(upsert_keys.size());
+    for (std::size_t i = 0; i < upsert_keys.size(); ++i) {
+        const core::DedupKey& key = keys[upsert_keys[i]];
+        ids[i] = key.id;
+        counts[i] = key.observations;
+        fingerprints[i] = key.fingerprint;
     }
     Datum consumer_datum = pg_call([&] {
         return PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
     });
 
-    uint64 rows = upsert_plan.execute(
-        {consumer_datum, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts), bytea_array(fingerprints)});
-    if (rows != keys.size())
-        throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned " + std::to_string(rows) + " rows for " +
-                                                   std::to_string(keys.size()) + " ids");
-    std::vector<core::StoredKey> stored(keys.size());
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
-        auto at = std::lower_bound(ids.begin(), ids.end(), id);
-        if (at == ids.end() || *at != id) throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned an unknown id");
-        core::StoredKey& s = stored[at - ids.begin()];
-        s.inserted = DatumGetBool(spi_value(r, 2, &isnull));
-        Datum fp = spi_value(r, 3, &isnull);
-        s.fingerprint = bytea_value(fp, isnull);
+    if (!upsert_keys.empty()) {
+        uint64 rows = upsert_plan.execute(
+            {consumer_datum, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts), bytea_array(fingerprints)});
+        if (rows != ids.size())
+            throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned " + std::to_string(rows) + " rows for " +
+                                                       std::to_string(ids.size()) + " ids");
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+            auto at = std::lower_bound(ids.begin(), ids.end(), id);
+            if (at == ids.end() || *at != id)
+                throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned an unknown id");
+            core::StoredKey& s = stored[upsert_keys[at - ids.begin()]];
+            s.inserted = DatumGetBool(spi_value(r, 2, &isnull));
+            Datum fp = spi_value(r, 3, &isnull);
+            s.fingerprint = bytea_value(fp, isnull);
+        }
     }
 
     core::DedupResolution resolution = plan.resolve(stored);

@@ -1,0 +1,21 @@
+// The write path for new message ids: native speculative insertion, one index descent per
+// new id (DESIGN §7: the cost of a new message is index and heap writes, not parsing).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/dedup_plan.h"
+#include "pg/bridge.h"
+
+namespace whizbang::pg {
+
+// Inserts, in key order, every key of `keys` that may be recorded (recording_element >= 0)
+// and is not on record yet. `on_record` (sized like keys) is set to 1 for keys that were
+// already on record or may only be looked up: the caller passes those to the upsert.
+// Returns false, having written nothing, when the table has triggers, row security or
+// unique indexes other than its primary key: the upsert then handles every key.
+bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
+                     std::vector<char>& on_record);
+
+}  // namespace whizbang::pg
