@@ -26,3 +26,6 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# version() reports the control file's version, compiled in.
+src/pg/module.o: whizbang.control

@@ -1,8 +1,14 @@
+#include <cstring>
+#include <string>
+
 #include "pg/spi.h"
 
 namespace whizbang::pg {
 
 uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) {
+    // A wrong count here would hand PostgreSQL a bad pointer: refuse it loudly instead.
+    if (values.size() != arg_types_.size() || (nulls && strlen(nulls) != arg_types_.size()))
+        throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: wrong number of parameters for: ") + sql_);
     if (!plan_) {
         plan_ = pg_call([&] {
             SPIPlanPtr p = SPI_prepare(sql_, static_cast<int>(arg_types_.size()), arg_types_.data());

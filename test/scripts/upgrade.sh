@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Upgrade test (pg_cron / Citus habit): install the oldest released version, use it, update
+# step by step to the current default_version, and check that
+#   - data written by the old version survives and old function signatures still work,
+#   - the updated extension has exactly the objects of a fresh install of the new version.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+work=$(mktemp -d /tmp/whizbang-upgrade.XXXXXX)
+chmod 755 "$work"
+cat >"$work/run.sh" <<'SH'
+set -euo pipefail
+psql() { command psql -X -v ON_ERROR_STOP=1 -q "$@"; }
+objects() {
+  psql -At -d "$1" <<'SQL'
+SELECT pg_describe_object(classid, objid, 0) FROM pg_depend
+ WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang')
+UNION ALL
+SELECT format('%s.%s %s %s %s', table_name, column_name, data_type, is_nullable, coalesce(collation_name, ''))
+  FROM information_schema.columns WHERE table_schema = 'whizbang'
+UNION ALL
+SELECT format('%s(%s) -> %s', p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid))
+  FROM pg_proc p WHERE p.pronamespace = 'whizbang'::regnamespace
+UNION ALL
+SELECT indexdef FROM pg_indexes WHERE schemaname = 'whizbang'
+ORDER BY 1;
+SQL
+}
+versions=$(ls sql/whizbang--*.sql | sed -nE 's#sql/whizbang--([0-9.]+)\.sql#\1#p' | sort -V | head -1)
+target=$(sed -nE "s/^default_version = '(.*)'/\1/p" whizbang.control)
+echo "oldest install script: $versions, target: $target"
+
+createdb fresh
+createdb upgraded
+psql -d fresh -c "CREATE EXTENSION whizbang"
+psql -d upgraded -c "CREATE EXTENSION whizbang VERSION '$versions'"
+psql -d upgraded <<'SQL'
+SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-00000000aaaa', 'up', '\x01');
+SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-00000000aaaa', 'up', '\x01');
+UPDATE whizbang.wh_settings SET setting_value = '45' WHERE setting_key = 'dedup_retention_days';
+SQL
+# Step through every update script on the path.
+current=$versions
+while [ "$current" != "$target" ]; do
+  next=$(ls sql/whizbang--"$current"--*.sql | sed -nE "s#sql/whizbang--$current--([0-9.]+)\.sql#\1#p" | sort -V | head -1)
+  [ -n "$next" ] || { echo "no update script from $current"; exit 1; }
+  echo "update $current -> $next"
+  psql -d upgraded -c "ALTER EXTENSION whizbang UPDATE TO '$next'"
+  current=$next
+done
+
+# Old data and old signatures keep working after the update.
+test "$(psql -At -d upgraded -c "SELECT observation_count FROM whizbang.wh_message_deduplication WHERE consumer = 'up'")" = 2
+test "$(psql -At -d upgraded -c "SELECT value FROM whizbang.settings WHERE setting_key = 'dedup_retention_days'")" = 45
+test "$(psql -At -d upgraded -c "SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-00000000aaaa', 'up', '\x02')")" = conflict
+test "$(psql -At -d upgraded -c "SELECT extversion FROM pg_extension WHERE extname = 'whizbang'")" = "$target"
+test "$(psql -At -d upgraded -c "SELECT whizbang.version()")" = "$target"
+
+objects fresh >"$WORK/fresh.txt"
+objects upgraded >"$WORK/upgraded.txt"
+if ! diff -u "$WORK/fresh.txt" "$WORK/upgraded.txt"; then
+  echo "the updated extension differs from a fresh install"; exit 1
+fi
+echo "ok: $(wc -l <"$WORK/fresh.txt") objects identical after updating $versions -> $target"
+SH
+WORK="$work" pg_virtualenv -t -o fsync=off bash "$work/run.sh"
+rm -rf "$work"
