@@ -45,30 +45,20 @@ CREATE TABLE whizbang.wh_idempotency_policies (
     CHECK (default_result_ttl IS NULL OR max_result_ttl IS NULL OR default_result_ttl <= max_result_ttl)
 );
 
+-- Backends cache policies; a committed change drops those caches.
+CREATE TRIGGER wh_idempotency_policies_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON whizbang.wh_idempotency_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION whizbang._table_changed();
+
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_idempotency_keys', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_idempotency_policies', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_idempotency_token_seq', '');
 
--- The effective policy of a scope: its row over the global settings, in seconds.
+-- The effective policy of a scope: its row over the global settings.
 CREATE FUNCTION whizbang.idempotency_policy(p_scope text)
 RETURNS TABLE (in_progress_ttl interval, default_result_ttl interval, min_result_ttl interval,
                max_result_ttl interval, tombstone_ttl interval)
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT coalesce(p.in_progress_ttl, make_interval(secs => s.in_progress)),
-           coalesce(p.default_result_ttl, make_interval(secs => s.result)),
-           coalesce(p.min_result_ttl, make_interval(secs => s.result_min)),
-           coalesce(p.max_result_ttl, make_interval(secs => s.result_max)),
-           coalesce(p.tombstone_ttl, make_interval(days => s.tombstone_days::int))
-      FROM (SELECT max(value) FILTER (WHERE setting_key = 'idempotency_in_progress_ttl_seconds')::bigint AS in_progress,
-                   max(value) FILTER (WHERE setting_key = 'idempotency_result_ttl_seconds')::bigint AS result,
-                   max(value) FILTER (WHERE setting_key = 'idempotency_result_ttl_min_seconds')::bigint AS result_min,
-                   max(value) FILTER (WHERE setting_key = 'idempotency_result_ttl_max_seconds')::bigint AS result_max,
-                   max(value) FILTER (WHERE setting_key = 'idempotency_tombstone_days')::bigint AS tombstone_days
-              FROM whizbang.settings) s
-      LEFT JOIN whizbang.wh_idempotency_policies p ON p.scope = p_scope
-$$;
+    AS 'MODULE_PATHNAME', 'wb_idempotency_policy' LANGUAGE C STABLE STRICT ROWS 1;
 
 CREATE FUNCTION whizbang.idempotency_begin(
     p_scope text,

@@ -128,6 +128,14 @@ CREATE TRIGGER wh_settings_validate
 INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
 SELECT setting_key, default_value, value_type, description FROM whizbang.wh_setting_defaults;
 
+-- Backends cache the effective settings; a committed change drops those caches.
+CREATE FUNCTION whizbang._table_changed() RETURNS trigger
+    AS 'MODULE_PATHNAME', 'wb_table_changed' LANGUAGE C;
+
+CREATE TRIGGER wh_settings_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON whizbang.wh_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION whizbang._table_changed();
+
 -- Only values that differ from the shipped default are dumped, so a restore into a newer
 -- version keeps that version's defaults for everything the user never changed.
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_settings',
@@ -171,8 +179,9 @@ SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_message_deduplication', 
 -- Functions
 -- ---------------------------------------------------------------------------------------
 
+-- STABLE, not IMMUTABLE: it reports the loaded library, which an update replaces.
 CREATE FUNCTION whizbang.version() RETURNS text
-    AS 'MODULE_PATHNAME', 'wb_version' LANGUAGE C IMMUTABLE PARALLEL SAFE;
+    AS 'MODULE_PATHNAME', 'wb_version' LANGUAGE C STABLE PARALLEL SAFE;
 
 CREATE FUNCTION whizbang.dedup_insert(
     p_message_id uuid,

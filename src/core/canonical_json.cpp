@@ -223,7 +223,9 @@ private:
             case '{':
             case '[': {
                 if (open_.size() >= kMaxDepth) {
-                    fail_json(pos_, "nesting too deep (limit is " + std::to_string(kMaxDepth) + ")");
+                    throw InputError(InputError::Kind::limit_exceeded,
+                                     "JSON nesting deeper than " + std::to_string(kMaxDepth) + " levels at byte " +
+                                         std::to_string(pos_));
                 }
                 ++pos_;
                 open_.push_back({arena_.size(), true});

@@ -14,6 +14,7 @@ public:
         invalid_json,       // 22P02 invalid_text_representation
         invalid_parameter,  // 22023 invalid_parameter_value
         out_of_range,       // 22003 numeric_value_out_of_range
+        limit_exceeded,     // 54000 program_limit_exceeded
     };
     InputError(Kind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
     Kind kind() const noexcept { return kind_; }

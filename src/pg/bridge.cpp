@@ -31,6 +31,7 @@ int sqlstate_of(core::InputError::Kind kind) {
         case core::InputError::Kind::invalid_json: return ERRCODE_INVALID_TEXT_REPRESENTATION;
         case core::InputError::Kind::invalid_parameter: return ERRCODE_INVALID_PARAMETER_VALUE;
         case core::InputError::Kind::out_of_range: return ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE;
+        case core::InputError::Kind::limit_exceeded: return ERRCODE_PROGRAM_LIMIT_EXCEEDED;
     }
     return ERRCODE_INTERNAL_ERROR;
 }
@@ -66,10 +67,6 @@ ErrorData* capture_pg_error(MemoryContext return_to) {
     ErrorData* data = CopyErrorData();
     FlushErrorState();
     return data;
-}
-
-void check_interrupts() {
-    pg_call([] { CHECK_FOR_INTERRUPTS(); });
 }
 
 Datum run_entry(FunctionCallInfo fcinfo, EntryBody body) {

@@ -75,9 +75,6 @@ auto pg_call(F&& f, Args&&... args) -> decltype(f(std::forward<Args>(args)...)) 
     }
 }
 
-// CHECK_FOR_INTERRUPTS() for long C++ loops: a cancel arrives as PgError.
-void check_interrupts();
-
 using EntryBody = Datum (*)(FunctionCallInfo);
 
 // Runs body; any C++ exception becomes a PostgreSQL ERROR raised after the body unwound.

@@ -6,30 +6,10 @@
 // (UNIQUE_CHECK_PARTIAL); only then does it look at the conflicting row, abort its own
 // speculative tuple and either wait for the other inserter or report the key as on record.
 // Keys are handled in sorted order, so concurrent batches wait for each other at most.
-#include "pg/dedup_store.h"
-
 #include <cstring>
 
-extern "C" {
-#include "access/genam.h"
-#include "access/table.h"
-#include "access/tableam.h"
-#include "access/xact.h"
-#include "catalog/namespace.h"
-#include "executor/executor.h"
-#include "nodes/makefuncs.h"
-#include "storage/lmgr.h"
-#include "utils/acl.h"
-#include "utils/rel.h"
-#include "utils/snapmgr.h"
-}
-#undef snprintf
-#undef vsnprintf
-#undef sprintf
-#undef printf
-#undef fprintf
-#undef bind
-#undef unlink
+#include "pg/dedup_store.h"
+
 
 namespace whizbang::pg {
 namespace {
@@ -121,11 +101,27 @@ bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::ve
     // Everything below runs on the PostgreSQL side of the boundary: it creates no C++
     // object and calls nothing that throws, so a PostgreSQL error unwinds cleanly.
     return pg_call([&]() -> bool {
+        // The executor would refuse these writes; so must a path that bypasses it.
+        PreventCommandIfReadOnly("dedup_insert");
+        PreventCommandIfParallelMode("dedup_insert");
+        PreventCommandDuringRecovery("dedup_insert");
+
         Oid relid = get_relname_relid("wh_message_deduplication", get_namespace_oid("whizbang", false));
         Relation rel = table_open(relid, RowExclusiveLock);
-        AclResult acl = pg_class_aclcheck(relid, GetUserId(), ACL_INSERT);
-        if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(rel));
-        if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity) {
+        // Checked together and up front: recording needs all three (a duplicate is an UPDATE),
+        // and a missing one should fail on the first call, not on the first redelivery.
+        for (AclMode mode : {ACL_SELECT, ACL_INSERT, ACL_UPDATE}) {
+            AclResult acl = pg_class_aclcheck(relid, GetUserId(), mode);
+            if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, RelationGetRelationName(rel));
+        }
+        // Anything the executor would enforce beyond the shipped table (triggers, row security,
+        // CHECK constraints, columns added by the user with their defaults) sends the batch
+        // through the SQL path, which enforces it.
+        TupleDesc shape = RelationGetDescr(rel);
+        int live_columns = 0;
+        for (int i = 0; i < shape->natts; ++i) live_columns += TupleDescAttr(shape, i)->attisdropped ? 0 : 1;
+        if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity || live_columns != 6 ||
+            (shape->constr != nullptr && shape->constr->num_check > 0)) {
             table_close(rel, RowExclusiveLock);
             return false;
         }

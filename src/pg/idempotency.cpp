@@ -7,18 +7,17 @@
 // mode still serialises: a begin that meets an uncommitted claim waits inside the INSERT for
 // that transaction, then reads what it committed.
 #include <algorithm>
+#include <array>
+#include <unordered_map>
 #include <climits>
 #include <cstring>
 
 #include "core/idempotency.h"
 #include "pg/args.h"
+#include "pg/settings.h"
 #include "pg/spi.h"
+#include "pg/table_cache.h"
 
-extern "C" {
-#include "pgstat.h"
-#include "storage/latch.h"
-#include "utils/wait_event.h"
-}
 
 namespace whizbang::pg {
 namespace {
@@ -26,9 +25,10 @@ namespace {
 constexpr std::size_t kMaxIdentifierBytes = 255;
 constexpr int kMaxRaceRetries = 100;
 
-CachedPlan policy_plan(
+// A scope's own row of wh_idempotency_policies; NULL columns fall back to the settings.
+CachedPlan policy_row_plan(
     "SELECT in_progress_ttl, default_result_ttl, min_result_ttl, max_result_ttl, tombstone_ttl"
-    " FROM whizbang.idempotency_policy($1)",
+    "  FROM whizbang.wh_idempotency_policies WHERE scope OPERATOR(pg_catalog.=) $1",
     {TEXTOID});
 
 CachedPlan claim_plan(
@@ -48,7 +48,9 @@ CachedPlan read_plan(
     " WHERE scope OPERATOR(pg_catalog.=) $1 AND idempotency_key OPERATOR(pg_catalog.=) $2",
     {TEXTOID, TEXTOID});
 
-// Takes over the key it read (guarded by that token): an abandoned claim keeps its
+// Takes over the key it read, guarded by the token AND the state it read: complete keeps the
+// token, so a guard on the token alone would let a late but legitimate complete be overwritten
+// (test/isolation/specs/idempotency_reclaim_race.spec). An abandoned claim keeps its
 // fingerprint; a forgotten (completed) key starts afresh.
 CachedPlan reclaim_plan(
     "UPDATE whizbang.wh_idempotency_keys"
@@ -60,19 +62,19 @@ CachedPlan reclaim_plan(
     "     lease_expires_at = $7 OPERATOR(pg_catalog.+) $8,"
     "     completed_at = NULL, result_expires_at = NULL, tombstone_expires_at = NULL"
     " WHERE scope OPERATOR(pg_catalog.=) $1 AND idempotency_key OPERATOR(pg_catalog.=) $2"
-    "   AND token OPERATOR(pg_catalog.=) $3"
+    "   AND token OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $9"
     " RETURNING token",
-    {TEXTOID, TEXTOID, INT8OID, TEXTOID, BYTEAOID, INTERVALOID, TIMESTAMPTZOID, INTERVALOID});
+    {TEXTOID, TEXTOID, INT8OID, TEXTOID, BYTEAOID, INTERVALOID, TIMESTAMPTZOID, INTERVALOID, TEXTOID});
 
 CachedPlan complete_plan(
     "UPDATE whizbang.wh_idempotency_keys"
     " SET state = 'completed', result = $4, completed_at = $5,"
     "     result_expires_at = $5 OPERATOR(pg_catalog.+) COALESCE($6, result_ttl),"
     "     tombstone_expires_at = $5 OPERATOR(pg_catalog.+) COALESCE($6, result_ttl)"
-    "       OPERATOR(pg_catalog.+) (SELECT p.tombstone_ttl FROM whizbang.idempotency_policy($1) p)"
+    "       OPERATOR(pg_catalog.+) $7"
     " WHERE scope OPERATOR(pg_catalog.=) $1 AND idempotency_key OPERATOR(pg_catalog.=) $2"
     "   AND state OPERATOR(pg_catalog.=) 'in_progress' AND token OPERATOR(pg_catalog.=) $3",
-    {TEXTOID, TEXTOID, INT8OID, JSONBOID, TIMESTAMPTZOID, INTERVALOID});
+    {TEXTOID, TEXTOID, INT8OID, JSONBOID, TIMESTAMPTZOID, INTERVALOID, INTERVALOID});
 
 CachedPlan release_plan(
     "DELETE FROM whizbang.wh_idempotency_keys"
@@ -121,16 +123,40 @@ Datum text_datum(const std::string& s) {
     return pg_call([&] { return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size()))); });
 }
 
-core::TtlPolicy load_policy(Datum scope) {
-    if (policy_plan.execute({scope}) != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "idempotency policy not found");
-    int64_t values[5];
-    for (int c = 0; c < 5; ++c) {
-        bool isnull = false;
-        Datum d = spi_value(0, c + 1, &isnull);
-        if (isnull) throw SqlError(ERRCODE_INTERNAL_ERROR, "idempotency policy has a NULL TTL");
-        values[c] = interval_us(DatumGetIntervalP(d), "policy TTL");
+// Policy rows by scope, cached per backend (every begin needs one) and dropped when
+// wh_idempotency_policies changes. Bounded: a deployment with a scope per caller must not
+// grow a backend without limit.
+constexpr std::size_t kMaxCachedScopes = 10000;
+using PolicyRow = std::array<std::optional<int64_t>, 5>;
+std::unordered_map<std::string, PolicyRow> policy_rows;
+void forget_policies() { policy_rows.clear(); }
+TableCache policy_cache("wh_idempotency_policies", forget_policies);
+
+const PolicyRow& policy_row(const std::string& scope) {
+    if (!policy_cache.fresh()) policy_cache.mark_loaded();
+    auto it = policy_rows.find(scope);
+    if (it != policy_rows.end()) return it->second;
+    PolicyRow row;
+    if (policy_row_plan.execute({text_datum(scope)}) == 1) {
+        for (int c = 0; c < 5; ++c) {
+            bool isnull = false;
+            Datum d = spi_value(0, c + 1, &isnull);
+            if (!isnull) row[c] = interval_us(DatumGetIntervalP(d), "policy TTL");
+        }
     }
-    return {values[0], values[1], values[2], values[3], values[4]};
+    if (policy_rows.size() >= kMaxCachedScopes) policy_rows.clear();
+    return policy_rows.emplace(scope, row).first->second;
+}
+
+// The effective policy of a scope: its row over the global settings. Needs SPI.
+core::TtlPolicy load_policy(const std::string& scope) {
+    const PolicyRow& row = policy_row(scope);
+    constexpr int64_t kSecond = 1000000;
+    return {row[0].value_or(setting_int("idempotency_in_progress_ttl_seconds") * kSecond),
+            row[1].value_or(setting_int("idempotency_result_ttl_seconds") * kSecond),
+            row[2].value_or(setting_int("idempotency_result_ttl_min_seconds") * kSecond),
+            row[3].value_or(setting_int("idempotency_result_ttl_max_seconds") * kSecond),
+            row[4].value_or(setting_int("idempotency_tombstone_days") * USECS_PER_DAY)};
 }
 
 struct ReadKey {
@@ -215,7 +241,7 @@ WB_FUNCTION(wb_idempotency_begin) {
         SpiConnection spi;
         Datum scope_d = text_datum(scope), key_d = text_datum(key);
         // Every check happens here, before any row is written (the seed's middleware checks too late).
-        core::TtlPolicy policy = load_policy(scope_d);
+        core::TtlPolicy policy = load_policy(scope);
         int64_t lease_us = in_progress_ttl.value_or(policy.in_progress_us);
         int64_t result_ttl_us = result_ttl_arg.value_or(policy.default_result_us);
         core::require_result_ttl_in_bounds(result_ttl_us, policy, scope);
@@ -253,9 +279,11 @@ WB_FUNCTION(wb_idempotency_begin) {
 
             core::BeginDecision decision = core::decide_begin(existing->record, fingerprint, now);
             if (decision == core::BeginDecision::reclaim) {
-                const char nulls[] = {' ', ' ', ' ', owner ? ' ' : 'n', fingerprint ? ' ' : 'n', ' ', ' ', ' ', '\0'};
+                const char nulls[] = {' ', ' ', ' ', owner ? ' ' : 'n', fingerprint ? ' ' : 'n', ' ', ' ', ' ', ' ', '\0'};
+                Datum read_state = text_datum(existing->record.state == core::KeyState::completed ? "completed"
+                                                                                                  : "in_progress");
                 if (reclaim_plan.execute({scope_d, key_d, Int64GetDatum(existing->token), owner_d, fp_d, result_ttl_d,
-                                          TimestampTzGetDatum(now), lease_d},
+                                          TimestampTzGetDatum(now), lease_d, read_state},
                                          nulls) == 1) {
                     bool isnull = false;
                     answer.token = DatumGetInt64(spi_value(0, 1, &isnull));
@@ -293,6 +321,28 @@ WB_FUNCTION(wb_idempotency_begin) {
     return (Datum)0;
 }
 
+// idempotency_policy(p_scope) RETURNS TABLE(in_progress_ttl, default_result_ttl, min_result_ttl,
+//   max_result_ttl, tombstone_ttl): the effective policy, as begin and complete apply it.
+WB_FUNCTION(wb_idempotency_policy) {
+    std::string scope = text_arg(fcinfo, 0, "p_scope");
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    core::TtlPolicy policy;
+    {
+        SpiConnection spi;
+        policy = load_policy(scope);
+        spi.finish();
+    }
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    Datum values[5] = {interval_datum(policy.in_progress_us), interval_datum(policy.default_result_us),
+                       interval_datum(policy.min_result_us), interval_datum(policy.max_result_us),
+                       interval_datum(policy.tombstone_us)};
+    pg_call([&] {
+        bool nulls[5] = {false, false, false, false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    });
+    return (Datum)0;
+}
+
 // idempotency_complete(p_scope, p_key, p_token, p_result, p_result_ttl, p_now) RETURNS text
 WB_FUNCTION(wb_idempotency_complete) {
     std::string scope = identifier_arg(fcinfo, 0, "p_scope");
@@ -304,10 +354,12 @@ WB_FUNCTION(wb_idempotency_complete) {
 
     SpiConnection spi;
     Datum scope_d = text_datum(scope), key_d = text_datum(key);
-    if (result_ttl) core::require_result_ttl_in_bounds(*result_ttl, load_policy(scope_d), scope);
-    const char nulls[] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' ', result_ttl ? ' ' : 'n', '\0'};
+    core::TtlPolicy policy = load_policy(scope);
+    if (result_ttl) core::require_result_ttl_in_bounds(*result_ttl, policy, scope);
+    const char nulls[] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' ', result_ttl ? ' ' : 'n', ' ', '\0'};
     uint64 rows = complete_plan.execute({scope_d, key_d, Int64GetDatum(token), PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
-                                         TimestampTzGetDatum(now), result_ttl ? interval_datum(*result_ttl) : (Datum)0},
+                                         TimestampTzGetDatum(now), result_ttl ? interval_datum(*result_ttl) : (Datum)0,
+                                         interval_datum(policy.tombstone_us)},
                                         nulls);
     spi.finish();
     return text_datum(rows == 1 ? "completed" : "complete_conflict");

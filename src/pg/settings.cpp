@@ -1,27 +1,58 @@
-#include "pg/settings.h"
+#include <string>
+#include <unordered_map>
 
+#include "pg/settings.h"
 #include "pg/spi.h"
+#include "pg/table_cache.h"
 
 namespace whizbang::pg {
+namespace {
 
-std::string setting_text(const char* key) {
-    static CachedPlan plan(
-        "SELECT value FROM whizbang.settings WHERE setting_key OPERATOR(pg_catalog.=) $1", {TEXTOID});
-    Datum arg = pg_call([&] { return CStringGetTextDatum(key); });
-    if (plan.execute({arg}) != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("unknown whizbang setting ") + key);
-    bool isnull = false;
-    Datum d = spi_value(0, 1, &isnull);
-    if (isnull) throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang setting ") + key + " has no value");
+std::unordered_map<std::string, std::string> effective;  // setting_key -> value
+
+void forget() { effective.clear(); }
+
+TableCache cache("wh_settings", forget);
+
+CachedPlan all_settings("SELECT setting_key, value FROM whizbang.settings", {});
+
+std::string text_of(Datum d) {
     text* t = pg_call([&] { return DatumGetTextPP(d); });
     return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 }
 
-// Values were validated when written (wh_settings trigger), so parsing cannot fail here.
-int setting_int(const char* key) { return std::stoi(setting_text(key)); }
+}  // namespace
 
-bool setting_bool(const char* key) {
-    std::string v = setting_text(key);
-    return pg_call([&] { return DatumGetBool(DirectFunctionCall1(boolin, CStringGetDatum(v.c_str()))); });
+std::string setting_text(const char* key) {
+    if (!cache.fresh()) {
+        uint64 rows = all_settings.execute({});
+        for (uint64 r = 0; r < rows; ++r) {
+            bool key_null = false, value_null = false;
+            Datum k = spi_value(r, 1, &key_null);
+            Datum v = spi_value(r, 2, &value_null);
+            if (!key_null && !value_null) effective[text_of(k)] = text_of(v);
+        }
+        cache.mark_loaded();
+    }
+    auto it = effective.find(key);
+    if (it == effective.end()) throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("unknown whizbang setting ") + key);
+    return it->second;
 }
 
+// Values were validated when written (wh_settings trigger), so parsing cannot fail here.
+int64_t setting_int(const char* key) { return std::stoll(setting_text(key)); }
+
+bool setting_bool(const char* key) { return setting_text(key) == "true"; }
+
 }  // namespace whizbang::pg
+
+using namespace whizbang::pg;
+
+// _table_changed() RETURNS trigger: the statement trigger of the cached configuration tables.
+WB_FUNCTION(wb_table_changed) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        throw SqlError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "_table_changed() must be called as a trigger");
+    Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
+    pg_call([&] { CacheInvalidateRelcacheByRelid(RelationGetRelid(rel)); });
+    return PointerGetDatum(nullptr);
+}

@@ -9,7 +9,7 @@ namespace whizbang::pg {
 
 // Needs an open SpiConnection. Unknown keys are a bug in whizbang, reported as XX000.
 std::string setting_text(const char* key);
-int setting_int(const char* key);
+int64_t setting_int(const char* key);
 bool setting_bool(const char* key);
 
 }  // namespace whizbang::pg
