@@ -108,12 +108,58 @@ void mark_expired(std::vector<core::DedupElement>& elements, const std::vector<s
         elements[i].expired = sent_at[i].has_value() && *sent_at[i] < horizon;
 }
 
+// Counts a delivery of every key marked on_record (ids already recorded, and lookups) with
+// one sorted upsert, filling `stored` with whether each was inserted and its fingerprint.
+void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
+                      const std::vector<char>& on_record, std::vector<core::StoredKey>& stored) {
+    std::vector<std::size_t> which;
+    for (std::size_t k = 0; k < keys.size(); ++k)
+        if (on_record[k]) which.push_back(k);
+    if (which.empty()) return;
+    std::vector<core::Uuid> ids(which.size());
+    std::vector<int> counts(which.size());
+    std::vector<const std::string*> fingerprints(which.size());
+    for (std::size_t i = 0; i < which.size(); ++i) {
+        ids[i] = keys[which[i]].id;
+        counts[i] = keys[which[i]].observations;
+        fingerprints[i] = keys[which[i]].fingerprint;
+    }
+    uint64 rows = upsert_plan.execute(
+        {consumer, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts), bytea_array(fingerprints)});
+    if (rows != ids.size())
+        throw SqlError(ERRCODE_INTERNAL_ERROR,
+                       "dedup upsert returned " + std::to_string(rows) + " rows for " + std::to_string(ids.size()) + " ids");
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+        auto at = std::lower_bound(ids.begin(), ids.end(), id);
+        if (at == ids.end() || *at != id) throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned an unknown id");
+        core::StoredKey& s = stored[which[at - ids.begin()]];
+        s.inserted = DatumGetBool(spi_value(r, 2, &isnull));
+        Datum fp = spi_value(r, 3, &isnull);
+        s.fingerprint = bytea_value(fp, isnull);
+    }
+}
+
+// Removes ids recorded only to look them up, and fixes counters the upsert could not know.
+void apply_resolution(Datum consumer, const core::DedupResolution& resolution) {
+    if (!resolution.remove.empty()) remove_plan.execute({consumer, uuid_array(resolution.remove)});
+    if (resolution.adjustments.empty()) return;
+    std::vector<core::Uuid> ids;
+    std::vector<int> observations, conflicts;
+    for (const auto& a : resolution.adjustments) {
+        ids.push_back(a.id);
+        observations.push_back(a.observations);
+        conflicts.push_back(a.conflicts);
+    }
+    adjust_plan.execute({consumer, uuid_array(ids), int4_array(observations), int4_array(conflicts)});
+}
+
 // Records the batch and returns one outcome per element, in input order.
 std::vector<core::DedupOutcome> record(const std::string& consumer, std::vector<core::DedupElement>& elements,
                                        const std::vector<std::optional<TimestampTz>>& sent_at, TimestampTz now) {
     SpiConnection spi;
     mark_expired(elements, sent_at, now);
-
     core::DedupPlan plan(elements);
     const auto& keys = plan.keys();
     std::vector<core::StoredKey> stored(keys.size());
@@ -128,54 +174,13 @@ std::vector<core::DedupOutcome> record(const std::string& consumer, std::vector<
             if (keys[k].fingerprint) stored[k].fingerprint = *keys[k].fingerprint;
         }
     }
-
-    std::vector<std::size_t> upsert_keys;
-    for (std::size_t k = 0; k < keys.size(); ++k)
-        if (on_record[k]) upsert_keys.push_back(k);
-    std::vector<core::Uuid> ids(upsert_keys.size());
-    std::vector<int> counts(upsert_keys.size());
-    std::vector<const std::string*> fingerprints(upsert_keys.size());
-    for (std::size_t i = 0; i < upsert_keys.size(); ++i) {
-        const core::DedupKey& key = keys[upsert_keys[i]];
-        ids[i] = key.id;
-        counts[i] = key.observations;
-        fingerprints[i] = key.fingerprint;
-    }
     Datum consumer_datum = pg_call([&] {
         return PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
     });
-
-    if (!upsert_keys.empty()) {
-        uint64 rows = upsert_plan.execute(
-            {consumer_datum, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts), bytea_array(fingerprints)});
-        if (rows != ids.size())
-            throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned " + std::to_string(rows) + " rows for " +
-                                                       std::to_string(ids.size()) + " ids");
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
-            core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
-            auto at = std::lower_bound(ids.begin(), ids.end(), id);
-            if (at == ids.end() || *at != id)
-                throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup upsert returned an unknown id");
-            core::StoredKey& s = stored[upsert_keys[at - ids.begin()]];
-            s.inserted = DatumGetBool(spi_value(r, 2, &isnull));
-            Datum fp = spi_value(r, 3, &isnull);
-            s.fingerprint = bytea_value(fp, isnull);
-        }
-    }
+    upsert_on_record(consumer_datum, now, keys, on_record, stored);
 
     core::DedupResolution resolution = plan.resolve(stored);
-    if (!resolution.remove.empty()) remove_plan.execute({consumer_datum, uuid_array(resolution.remove)});
-    if (!resolution.adjustments.empty()) {
-        std::vector<core::Uuid> adj_ids;
-        std::vector<int> observations, conflicts;
-        for (const auto& a : resolution.adjustments) {
-            adj_ids.push_back(a.id);
-            observations.push_back(a.observations);
-            conflicts.push_back(a.conflicts);
-        }
-        adjust_plan.execute({consumer_datum, uuid_array(adj_ids), int4_array(observations), int4_array(conflicts)});
-    }
+    apply_resolution(consumer_datum, resolution);
     spi.finish();
     return std::move(resolution.outcomes);
 }
