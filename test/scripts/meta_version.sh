@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# META.json agrees with whizbang.control (DESIGN §5: "META.json PGXN Meta Spec v1; version ==
+# control default_version"): valid JSON, the meta-spec 1.0.0 required keys, "version" and
+# provides.whizbang.version equal to default_version, provides.whizbang.file and
+# sql/whizbang--<version>.sql present. Then, in a throw-away cluster, the installed
+# extension reports the same version through whizbang.version() and pg_available_extensions.
+set -euo pipefail
+
+self=$(readlink -f "$0")
+cd "$(dirname "$self")/../.."
+
+# A port no other cluster on this machine uses: test runs of several people share it, and
+# pg_virtualenv alone would always pick 5432.
+free_port() {
+    local p
+    for _ in $(seq 1 100); do
+        p=$((20000 + RANDOM % 20000))
+        if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$p" ]; then
+            echo "$p"
+            return
+        fi
+    done
+    echo 5432
+}
+
+if [ "${1:-}" = "--in-cluster" ]; then
+    version=$2
+    fail=0
+    got=$(psql -XqAt -v ON_ERROR_STOP=1 -c "CREATE EXTENSION whizbang" \
+               -c "SELECT whizbang.version() || '|' || default_version || '|' || installed_version
+                     FROM pg_available_extensions WHERE name = 'whizbang'")
+    echo "installed: version()|default_version|installed_version = $got"
+    if [ "$got" != "$version|$version|$version" ]; then
+        echo "FAIL: installed extension does not report $version everywhere"
+        fail=1
+    fi
+    exit $fail
+fi
+
+control_version=$(sed -n "s/^[[:space:]]*default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" whizbang.control)
+if [ -z "$control_version" ]; then
+    echo "FAIL: no default_version in whizbang.control"
+    exit 1
+fi
+echo "whizbang.control default_version = $control_version"
+
+python3 - "$control_version" <<'PY'
+import json
+import os
+import re
+import sys
+
+control_version = sys.argv[1]
+failures = []
+
+def check(ok, message):
+    print(("ok   " if ok else "FAIL ") + message)
+    if not ok:
+        failures.append(message)
+
+try:
+    with open("META.json", encoding="utf-8") as f:
+        meta = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"FAIL META.json is not valid JSON: {e}")
+    sys.exit(1)
+check(isinstance(meta, dict), "META.json is a JSON object")
+
+# Required keys of the PGXN Meta Spec 1.0.0.
+for key in ("name", "abstract", "version", "maintainer", "license", "provides", "meta-spec"):
+    check(key in meta, f'META.json has the required key "{key}"')
+
+check(meta.get("name") == "whizbang", 'META.json "name" is "whizbang"')
+check(isinstance(meta.get("abstract"), str) and meta.get("abstract", "").strip() != "",
+      'META.json "abstract" is a non-empty string')
+maintainer = meta.get("maintainer")
+check((isinstance(maintainer, str) and maintainer.strip() != "")
+      or (isinstance(maintainer, list) and len(maintainer) > 0 and all(isinstance(m, str) and m for m in maintainer)),
+      'META.json "maintainer" is a string or a non-empty list of strings')
+license_ = meta.get("license")
+check(isinstance(license_, (str, list, dict)) and bool(license_), 'META.json "license" is present and non-empty')
+
+spec = meta.get("meta-spec")
+check(isinstance(spec, dict) and spec.get("version") == "1.0.0", 'META.json "meta-spec" version is "1.0.0"')
+
+semver = re.compile(r"^\d+\.\d+\.\d+$")
+check(isinstance(meta.get("version"), str) and bool(semver.match(meta.get("version", ""))),
+      'META.json "version" is a semantic version X.Y.Z')
+check(meta.get("version") == control_version,
+      f'META.json "version" ({meta.get("version")}) equals control default_version ({control_version})')
+
+provides = meta.get("provides")
+check(isinstance(provides, dict) and "whizbang" in provides, 'META.json "provides" has "whizbang"')
+ext = provides.get("whizbang", {}) if isinstance(provides, dict) else {}
+check(isinstance(ext, dict) and ext.get("version") == control_version,
+      f'provides.whizbang.version ({ext.get("version") if isinstance(ext, dict) else None}) '
+      f'equals control default_version ({control_version})')
+check(isinstance(ext, dict) and isinstance(ext.get("file"), str),
+      "provides.whizbang.file is given")
+if isinstance(ext, dict) and isinstance(ext.get("file"), str):
+    check(os.path.isfile(ext["file"]), f'provides.whizbang.file ({ext["file"]}) exists')
+    # A docfile, when given, must ship (PGXN links to it; the Makefile installs it as DOCS).
+    if "docfile" in ext:
+        check(os.path.isfile(ext["docfile"]), f'provides.whizbang.docfile ({ext["docfile"]}) exists')
+# Every provided extension has the two keys the spec requires of it.
+if isinstance(provides, dict):
+    for name, p in provides.items():
+        check(isinstance(p, dict) and "file" in p and "version" in p,
+              f'provides.{name} has the required "file" and "version"')
+
+script = f"sql/whizbang--{control_version}.sql"
+check(os.path.isfile(script), f"{script} exists")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("META.json agrees with whizbang.control")
+PY
+
+pg_virtualenv -t -c "-p $(free_port)" -o fsync=off bash "$self" --in-cluster "$control_version"
+echo "meta_version: PASS"
