@@ -16,11 +16,11 @@ namespace {
 
 constexpr int kMaxConflictRetries = 10000;
 
-// Redeliveries often arrive as whole batches. Once most ids of a batch turn out to be on
-// record, inserting first and aborting costs more than looking first, so the batch switches.
-constexpr std::size_t kAdaptAfterKeys = 16;
-bool mostly_on_record(std::size_t seen, std::size_t on_record) {
-    return seen >= kAdaptAfterKeys && on_record * 2 > seen;
+// Redeliveries often arrive as whole batches, where inserting first and aborting costs more
+// than looking first. So a batch looks first at its first id, and then whenever most ids so
+// far were on record; after a new id it inserts first (one descent per new id).
+bool look_first(std::size_t seen, std::size_t seen_on_record) {
+    return seen == 0 || seen_on_record * 2 > seen;
 }
 
 struct Columns {
@@ -159,7 +159,7 @@ bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::ve
             const core::DedupKey& key = keys[k];
             on_record[k] = 1;
             if (key.recording_element < 0) continue;  // a lookup: never inserted here
-            const bool look_first = mostly_on_record(seen, seen_on_record);
+            const bool look = look_first(seen, seen_on_record);
             ++seen;
             ++seen_on_record;  // until proven new
             if ((k & 1023) == 0) CHECK_FOR_INTERRUPTS();
@@ -189,7 +189,7 @@ bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::ve
                 }
                 ExecStoreVirtualTuple(slot);
 
-                if (look_first && attempt == 0) {
+                if (look && attempt == 0) {
                     TransactionId wait_xid = InvalidTransactionId;
                     uint32 wait_token = 0;
                     Holder holder = find_holder(rel, pk, slot, found, &wait_xid, &wait_token);
