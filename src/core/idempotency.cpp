@@ -7,9 +7,15 @@ namespace whizbang::core {
 namespace {
 
 std::string seconds_text(std::int64_t us) {
-    std::int64_t s = us / 1000000;
+    std::string text = std::to_string(us / 1000000);
     std::int64_t frac = us % 1000000;
-    return frac == 0 ? std::to_string(s) + "s" : std::to_string(s) + "." + std::to_string(frac) + "s";
+    if (frac != 0) {
+        std::string digits = std::to_string(frac < 0 ? -frac : frac);
+        digits.insert(0, 6 - digits.size(), '0');           // 50000 us is 0.05 s, not 0.5 s
+        digits.erase(digits.find_last_not_of('0') + 1);
+        text += "." + digits;
+    }
+    return text + "s";
 }
 
 }  // namespace

@@ -72,6 +72,16 @@ TEST(IdempotencyPolicy, ResultTtlBoundsAreInclusive) {
     }
 }
 
+TEST(IdempotencyPolicy, FractionalSecondsInMessages) {
+    TtlPolicy p{60 * kSecond, 10 * kSecond, 1 * kSecond, 20 * kSecond, 0};
+    try {
+        require_result_ttl_in_bounds(50000, p, "s");
+        FAIL();
+    } catch (const InputError& e) {
+        EXPECT_STREQ(e.what(), "result TTL 0.05s is outside the policy of scope \"s\": [1s, 20s]");
+    }
+}
+
 TEST(IdempotencyPolicy, TtlMustBePositive) {
     EXPECT_THROW(require_positive_ttl(0, "p_in_progress_ttl"), InputError);
     EXPECT_THROW(require_positive_ttl(-1, "p_in_progress_ttl"), InputError);
