@@ -120,4 +120,21 @@ Uuid UuidV7Generator::next(std::int64_t unix_ms, const std::array<std::uint8_t, 
     return u;
 }
 
+std::optional<Uuid> parse_uuid(std::string_view text) {
+    if (text.size() >= 2 && text.front() == '{' && text.back() == '}') text = text.substr(1, text.size() - 2);
+    Uuid u{};
+    int digits = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        char c = text[i];
+        // Like uuid_in: a hyphen may follow any complete group of four digits, never lead or trail.
+        if (c == '-' && digits > 0 && digits % 4 == 0 && digits < 32 && i + 1 < text.size() && text[i + 1] != '-') continue;
+        int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (v < 0 || digits == 32) return std::nullopt;
+        u[digits / 2] = static_cast<std::uint8_t>(digits % 2 == 0 ? v << 4 : u[digits / 2] | v);
+        ++digits;
+    }
+    if (digits != 32) return std::nullopt;
+    return u;
+}
+
 }  // namespace whizbang::core

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,11 @@ Uuid event_uuid(std::string_view source, std::string_view id);
 
 // Canonical 8-4-4-4-12 lowercase text.
 std::string to_string(const Uuid& u);
+
+// Parses the forms PostgreSQL's uuid input accepts for JSON fields: 32 hex digits, with or
+// without hyphens after any group of four, optionally in braces; case-insensitive.
+// std::nullopt for anything else.
+std::optional<Uuid> parse_uuid(std::string_view text);
 
 // Generates UUIDv7 values: 48-bit Unix milliseconds, version 7, 12-bit rand_a, variant 10,
 // 62-bit rand_b. Values from one generator are strictly increasing as long as the requested

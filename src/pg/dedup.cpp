@@ -11,6 +11,8 @@
 
 #include "core/dedup_plan.h"
 #include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/dedup.h"
 #include "pg/dedup_store.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
@@ -44,6 +46,8 @@ CachedPlan remove_plan(
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
     {TEXTOID, UUIDARRAYOID});
 
+}  // namespace
+
 std::string consumer_arg(FunctionCallInfo fcinfo, int argno) {
     std::string consumer = text_arg(fcinfo, argno, "p_consumer");
     if (consumer.size() > kMaxConsumerBytes)
@@ -53,43 +57,7 @@ std::string consumer_arg(FunctionCallInfo fcinfo, int argno) {
     return consumer;
 }
 
-// uuid is a fixed-length pass-by-reference type whose datum is a pointer to 16 bytes.
-Datum uuid_array(const std::vector<core::Uuid>& ids) {
-    std::vector<Datum> datums(ids.size());
-    for (std::size_t i = 0; i < ids.size(); ++i) datums[i] = PointerGetDatum(ids[i].data());
-    return pg_call([&] {
-        return PointerGetDatum(construct_array(datums.data(), static_cast<int>(datums.size()), UUIDOID, 16, false,
-                                               TYPALIGN_CHAR));
-    });
-}
-
-Datum int4_array(const std::vector<int>& values) {
-    std::vector<Datum> datums(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) datums[i] = Int32GetDatum(values[i]);
-    return pg_call([&] {
-        return PointerGetDatum(construct_array(datums.data(), static_cast<int>(datums.size()), INT4OID, 4, true,
-                                               TYPALIGN_INT));
-    });
-}
-
-Datum bytea_array(const std::vector<const std::string*>& values) {
-    std::vector<Datum> datums(values.size());
-    std::vector<char> nulls(values.size());  // bool, but std::vector<bool> has no data()
-    return pg_call([&] {
-        for (std::size_t i = 0; i < values.size(); ++i) {
-            nulls[i] = values[i] == nullptr;
-            if (nulls[i]) continue;
-            bytea* b = static_cast<bytea*>(palloc(VARHDRSZ + values[i]->size()));
-            SET_VARSIZE(b, VARHDRSZ + values[i]->size());
-            memcpy(VARDATA(b), values[i]->data(), values[i]->size());
-            datums[i] = PointerGetDatum(b);
-        }
-        int dims[1] = {static_cast<int>(values.size())};
-        int lbs[1] = {1};
-        return PointerGetDatum(construct_md_array(datums.data(), reinterpret_cast<bool*>(nulls.data()), 1, dims, lbs,
-                                                  BYTEAOID, -1, false, TYPALIGN_INT));
-    });
-}
+namespace {
 
 std::optional<std::string> bytea_value(Datum d, bool isnull) {
     if (isnull) return std::nullopt;
@@ -155,9 +123,11 @@ void apply_resolution(Datum consumer, const core::DedupResolution& resolution) {
     adjust_plan.execute({consumer, uuid_array(ids), int4_array(observations), int4_array(conflicts)});
 }
 
-// Records the batch and returns one outcome per element, in input order.
-std::vector<core::DedupOutcome> record(const std::string& consumer, std::vector<core::DedupElement>& elements,
-                                       const std::vector<std::optional<TimestampTz>>& sent_at, TimestampTz now) {
+}  // namespace
+
+std::vector<core::DedupOutcome> record_deliveries(const std::string& consumer, std::vector<core::DedupElement>& elements,
+                                                  const std::vector<std::optional<TimestampTz>>& sent_at,
+                                                  TimestampTz now) {
     SpiConnection spi;
     mark_expired(elements, sent_at, now);
     core::DedupPlan plan(elements);
@@ -185,6 +155,8 @@ std::vector<core::DedupOutcome> record(const std::string& consumer, std::vector<
     return std::move(resolution.outcomes);
 }
 
+namespace {
+
 Datum outcome_text(core::DedupOutcome o) {
     return pg_call([&] { return CStringGetTextDatum(core::outcome_word(o)); });
 }
@@ -210,7 +182,7 @@ WB_FUNCTION(wb_dedup_insert) {
     std::vector<std::optional<TimestampTz>> sent_at(1);
     if (!PG_ARGISNULL(3)) sent_at[0] = PG_GETARG_TIMESTAMPTZ(3);
 
-    auto outcomes = record(consumer, elements, sent_at, now);
+    auto outcomes = record_deliveries(consumer, elements, sent_at, now);
     return outcome_text(outcomes[0]);
 }
 
@@ -235,7 +207,7 @@ WB_FUNCTION(wb_dedup_insert_many) {
     }
     if (!sent_at) sent_at.emplace(ids.size());
 
-    auto outcomes = record(consumer, elements, *sent_at, now);
+    auto outcomes = record_deliveries(consumer, elements, *sent_at, now);
 
     Datum words[4] = {outcome_text(core::DedupOutcome::fresh), outcome_text(core::DedupOutcome::duplicate),
                       outcome_text(core::DedupOutcome::conflict), outcome_text(core::DedupOutcome::expired)};

@@ -14,6 +14,7 @@
 
 #include "core/idempotency.h"
 #include "pg/args.h"
+#include "pg/arrays.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/table_cache.h"
@@ -117,10 +118,6 @@ Datum interval_datum(int64_t us) {
         iv->time = us;
         return IntervalPGetDatum(iv);
     });
-}
-
-Datum text_datum(const std::string& s) {
-    return pg_call([&] { return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size()))); });
 }
 
 // Policy rows by scope, cached per backend (every begin needs one) and dropped when

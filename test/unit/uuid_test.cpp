@@ -157,3 +157,28 @@ TEST(UuidV7, CounterOverflowBorrowsNextMillisecond) {
 
 }  // namespace
 }  // namespace whizbang::core
+
+namespace whizbang::core {
+namespace {
+
+TEST(ParseUuid, AcceptsTheFormsOfUuidIn) {
+    const auto expected = parse_uuid("6c29351e-7abc-5c56-9add-9492dd3b08f4");
+    ASSERT_TRUE(expected.has_value());
+    EXPECT_EQ(to_string(*expected), "6c29351e-7abc-5c56-9add-9492dd3b08f4");
+    EXPECT_EQ(parse_uuid("6C29351E-7ABC-5C56-9ADD-9492DD3B08F4"), expected);
+    EXPECT_EQ(parse_uuid("6c29351e7abc5c569add9492dd3b08f4"), expected);
+    EXPECT_EQ(parse_uuid("{6c29351e-7abc-5c56-9add-9492dd3b08f4}"), expected);
+    EXPECT_EQ(parse_uuid("6c29-351e-7abc-5c56-9add-9492-dd3b-08f4"), expected);
+}
+
+TEST(ParseUuid, RejectsEverythingElse) {
+    for (const char* bad : {"", "6c29351e-7abc-5c56-9add-9492dd3b08f", "6c29351e-7abc-5c56-9add-9492dd3b08f44",
+                            "-6c29351e7abc5c569add9492dd3b08f4", "6c29351e7abc5c569add9492dd3b08f4-",
+                            "6c29351e--7abc5c569add9492dd3b08f4", "6c2-9351e7abc5c569add9492dd3b08f4",
+                            "6c29351e-7abc-5c56-9add-9492dd3b08g4", "{6c29351e7abc5c569add9492dd3b08f4",
+                            "not a uuid"})
+        EXPECT_FALSE(parse_uuid(bad).has_value()) << bad;
+}
+
+}  // namespace
+}  // namespace whizbang::core

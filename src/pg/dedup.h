@@ -1,0 +1,22 @@
+// Recording deliveries in wh_message_deduplication, shared by the dedup functions and the inbox.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/dedup_plan.h"
+#include "pg/bridge.h"
+
+namespace whizbang::pg {
+
+// p_consumer: required, at most 1024 bytes.
+std::string consumer_arg(FunctionCallInfo fcinfo, int argno);
+
+// Records every element (DESIGN §3.1) and returns one outcome per element, in input order.
+// Marks elements sent before the replay horizon as expired first (replay_policy = reject).
+std::vector<core::DedupOutcome> record_deliveries(const std::string& consumer, std::vector<core::DedupElement>& elements,
+                                                  const std::vector<std::optional<TimestampTz>>& sent_at,
+                                                  TimestampTz now);
+
+}  // namespace whizbang::pg
