@@ -124,6 +124,37 @@ std::optional<std::vector<std::string>> text_array_arg(FunctionCallInfo fcinfo, 
     return out;
 }
 
+std::optional<std::vector<std::optional<std::string>>> nullable_text_array_arg(FunctionCallInfo fcinfo, int argno,
+                                                                              const char* name) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    Elements e = deconstruct(fcinfo, argno, name, TEXTOID);
+    std::vector<std::optional<std::string>> out(e.count);
+    for (int i = 0; i < e.count; ++i) {
+        if (e.nulls[i]) continue;
+        text* t = pg_call([&] { return DatumGetTextPP(e.values[i]); });
+        out[i].emplace(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+    }
+    return out;
+}
+
+std::optional<std::vector<std::optional<int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    Elements e = deconstruct(fcinfo, argno, name, INT8OID);
+    std::vector<std::optional<int64_t>> out(e.count);
+    for (int i = 0; i < e.count; ++i)
+        if (!e.nulls[i]) out[i] = DatumGetInt64(e.values[i]);
+    return out;
+}
+
+std::optional<std::vector<std::optional<bool>>> bool_array_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    if (PG_ARGISNULL(argno)) return std::nullopt;
+    Elements e = deconstruct(fcinfo, argno, name, BOOLOID);
+    std::vector<std::optional<bool>> out(e.count);
+    for (int i = 0; i < e.count; ++i)
+        if (!e.nulls[i]) out[i] = DatumGetBool(e.values[i]);
+    return out;
+}
+
 void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name) {
     if (expected != actual)
         throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,

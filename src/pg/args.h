@@ -33,6 +33,10 @@ std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionC
 std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(FunctionCallInfo fcinfo, int argno,
                                                                              const char* name);
 std::optional<std::vector<std::string>> text_array_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+std::optional<std::vector<std::optional<std::string>>> nullable_text_array_arg(FunctionCallInfo fcinfo, int argno,
+                                                                              const char* name);
+std::optional<std::vector<std::optional<int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+std::optional<std::vector<std::optional<bool>>> bool_array_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 
 // 22023 unless an optional array has the same length as the leading one.
 void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name);

@@ -1,0 +1,15 @@
+// Retry delay of a failed delivery (DESIGN §3.4).
+#pragma once
+
+#include <cstdint>
+
+#include "no_postgres.h"
+
+namespace whizbang::core {
+
+// min(base · 2^(attempts−1), max) seconds, multiplied by a factor in [0.75, 1.0] taken from
+// `unit_random` in [0, 1) — the jitter keeps retries of one failure burst from arriving
+// together. Returned in microseconds; attempts < 1 counts as 1; never overflows.
+std::int64_t retry_delay_us(int attempts, std::int64_t base_seconds, std::int64_t max_seconds, double unit_random);
+
+}  // namespace whizbang::core

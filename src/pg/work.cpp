@@ -1,0 +1,334 @@
+// Claim, lease, complete, fail, renew, release (DESIGN §3.4) for the inbox.
+//
+// Locking rules that keep callers from waiting on each other or deadlocking:
+//  - claim_work only ever locks with SKIP LOCKED, so it never waits;
+//  - complete / fail / renew / release lock the rows they name sorted by message id, so two
+//    of them over overlapping ids wait for each other at most.
+// Per-stream order: a row is handed out only when no older unfinished row of its stream exists
+// (one index probe), plus up to p_max_per_stream - 1 consecutive followers of a head it took.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "core/backoff.h"
+#include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/dedup.h"
+#include "pg/settings.h"
+#include "pg/spi.h"
+#include "pg/work.h"
+
+namespace whizbang::pg {
+namespace {
+
+constexpr const char* kInbox = "inbox";
+
+CachedPlan preleased_plan(
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.lease_token FROM whizbang.wh_inbox_work w"
+    " WHERE w.lease_instance OPERATOR(pg_catalog.=) $1 AND NOT w.lease_delivered"
+    "   AND w.lease_expiry OPERATOR(pg_catalog.>) $2 AND w.processed_at IS NULL"
+    "   AND ($3::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $3)"
+    "   AND ($4::pg_catalog.int4[] IS NULL OR whizbang.partition_of(COALESCE(w.stream_id, w.message_id), $5)"
+    "        OPERATOR(pg_catalog.=) ANY ($4))"
+    " ORDER BY w.stream_id, w.stream_seq LIMIT $6"
+    " FOR UPDATE OF w SKIP LOCKED",
+    {UUIDOID, TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
+
+// Heads: due, not under a live lease, and nothing older unfinished in their stream.
+CachedPlan heads_plan(
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq"
+    "  FROM whizbang.wh_inbox_work w"
+    " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
+    "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $1)"
+    "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(COALESCE(w.stream_id, w.message_id), $4)"
+    "        OPERATOR(pg_catalog.=) ANY ($3))"
+    "   AND (w.stream_id IS NULL OR NOT EXISTS ("
+    "        SELECT 1 FROM whizbang.wh_inbox_work o"
+    "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
+    "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL))"
+    " ORDER BY w.scheduled_for LIMIT $5"
+    " FOR UPDATE OF w SKIP LOCKED",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
+
+// The rows after each head of a stream, in order, and whether each could be handed out now.
+CachedPlan followers_plan(
+    "SELECT h.ord, f.message_id, f.attempts,"
+    "       (f.scheduled_for OPERATOR(pg_catalog.<=) $4"
+    "        AND (f.lease_expiry IS NULL OR f.lease_expiry OPERATOR(pg_catalog.<=) $4)) AS ready"
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+    "       WITH ORDINALITY AS h(consumer, stream_id, seq, ord)"
+    "  CROSS JOIN LATERAL ("
+    "       SELECT f.message_id, f.attempts, f.scheduled_for, f.lease_expiry, f.stream_seq"
+    "         FROM whizbang.wh_inbox_work f"
+    "        WHERE f.consumer OPERATOR(pg_catalog.=) h.consumer AND f.stream_id OPERATOR(pg_catalog.=) h.stream_id"
+    "          AND f.stream_seq OPERATOR(pg_catalog.>) h.seq AND f.processed_at IS NULL"
+    "        ORDER BY f.stream_seq LIMIT $5) f"
+    " ORDER BY h.ord, f.stream_seq",
+    {TEXTARRAYOID, UUIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID});
+
+// Locks chosen followers without waiting; a row someone else holds ends its stream's run.
+CachedPlan lock_followers_plan(
+    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox_work w"
+    "  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, consumer)"
+    "    ON w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
+    " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
+    "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $3)"
+    " FOR UPDATE OF w SKIP LOCKED",
+    {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
+
+CachedPlan next_token_plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
+
+CachedPlan hand_out_plan(
+    "WITH c AS ("
+    "  UPDATE whizbang.wh_inbox_work w"
+    "     SET attempts = w.attempts OPERATOR(pg_catalog.+) 1, lease_instance = $4, lease_token = u.token,"
+    "         lease_expiry = $5, lease_delivered = true"
+    "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+    "         WITH ORDINALITY AS u(id, consumer, token, ord)"
+    "   WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
+    "  RETURNING w.message_id, w.consumer, w.stream_id, w.partition_number, w.attempts, w.lease_token,"
+    "            w.lease_expiry, u.ord)"
+    "SELECT 'inbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number, i.handler_name,"
+    "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope, c.attempts, c.lease_token,"
+    "       c.lease_expiry, c.consumer::pg_catalog.text"
+    "  FROM c JOIN whizbang.wh_inbox i"
+    "    ON i.message_id OPERATOR(pg_catalog.=) c.message_id AND i.consumer OPERATOR(pg_catalog.=) c.consumer"
+    " ORDER BY c.ord",
+    {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID});
+
+// Moves work to wh_dead_letters, message and all, in one statement (atomic with the caller).
+CachedPlan dead_letter_plan(
+    "WITH u AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+    "           AS u(id, consumer, error)),"
+    " w AS (DELETE FROM whizbang.wh_inbox_work w USING u"
+    "        WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
+    "       RETURNING w.message_id, w.consumer, w.attempts, COALESCE(u.error, w.last_error) AS error),"
+    " m AS (DELETE FROM whizbang.wh_inbox i USING w"
+    "        WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id AND i.consumer OPERATOR(pg_catalog.=) w.consumer"
+    "       RETURNING i.*)"
+    "INSERT INTO whizbang.wh_dead_letters (source, consumer, message_id, handler_name, destination, message_type,"
+    "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at)"
+    "SELECT 'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope, m.metadata, m.scope,"
+    "       m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4"
+    "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
+    "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer",
+    {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
+
+std::string text_value(Datum d) {
+    text* t = pg_call([&] { return DatumGetTextPP(d); });
+    return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+struct Pick {
+    core::Uuid id{};
+    std::string consumer;
+    int attempts = 0;
+    int64_t token = 0;  // pre-leased rows keep theirs; 0: the claim's fresh token
+};
+
+int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    require_not_null(fcinfo, argno, name);
+    int v = PG_GETARG_INT32(argno);
+    if (v < 1) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, std::string(name) + " must be at least 1, got " + std::to_string(v));
+    return v;
+}
+
+}  // namespace
+
+std::string source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null) {
+    if (PG_ARGISNULL(argno)) {
+        if (allow_null) return {};
+        require_not_null(fcinfo, argno, "p_source");
+    }
+    std::string source = text_arg(fcinfo, argno, "p_source");
+    if (source == kInbox) return source;
+    if (source == "outbox")
+        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "the outbox is not available in this version of whizbang",
+                       {}, "Update the extension when a version with the outbox is installed.");
+    throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_source must be 'inbox' or 'outbox', got \"" + source + "\"");
+}
+
+void dead_letter(const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
+                 const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
+    if (ids.empty()) return;
+    std::vector<Datum> error_values(errors.size());
+    std::vector<char> error_nulls(errors.size());
+    for (std::size_t i = 0; i < errors.size(); ++i) {
+        error_nulls[i] = !errors[i];
+        if (errors[i]) error_values[i] = text_datum(*errors[i]);
+    }
+    dead_letter_plan.execute({uuid_array(ids), text_array(consumers), datum_array(error_values, error_nulls, TEXTOID),
+                              TimestampTzGetDatum(now)});
+}
+
+}  // namespace whizbang::pg
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// claim_work(p_instance_id, p_source, p_max_rows, p_lease_seconds, p_partitions, p_partition_count,
+//            p_max_per_stream, p_now, p_consumer) RETURNS TABLE(source, message_id, ...)
+WB_FUNCTION(wb_claim_work) {
+    require_not_null(fcinfo, 0, "p_instance_id");
+    core::Uuid instance = uuid_from_datum(PG_GETARG_DATUM(0));
+    source_arg(fcinfo, 1, true);
+    const int max_rows = positive_int_arg(fcinfo, 2, "p_max_rows");
+    const int lease_seconds = positive_int_arg(fcinfo, 3, "p_lease_seconds");
+    const int partition_count = positive_int_arg(fcinfo, 5, "p_partition_count");
+    const int max_per_stream = positive_int_arg(fcinfo, 6, "p_max_per_stream");
+    const TimestampTz now = timestamptz_arg(fcinfo, 7, "p_now");
+    std::optional<std::string> consumer;
+    if (!PG_ARGISNULL(8)) consumer = text_arg(fcinfo, 8, "p_consumer");
+    Datum partitions = PG_ARGISNULL(4) ? (Datum)0 : PG_GETARG_DATUM(4);
+    if (!PG_ARGISNULL(4)) {
+        ArrayType* a = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(4); });
+        if (pg_call([&] { return array_contains_nulls(a); }))
+            throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partitions must not contain nulls");
+    }
+    const TimestampTz expiry = now + static_cast<int64_t>(lease_seconds) * USECS_PER_SEC;
+
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    SpiConnection spi;
+    const int64_t max_attempts = setting_int("max_attempts");
+    Datum consumer_d = consumer ? text_datum(*consumer) : (Datum)0;
+    const char* consumer_null = consumer ? " " : "n";
+    const char* partitions_null = PG_ARGISNULL(4) ? "n" : " ";
+
+    std::vector<Pick> picks;
+    // 1. Rows stored pre-leased to this instance come back first, with their token.
+    {
+        std::string nulls = std::string("  ") + consumer_null + partitions_null + "  ";
+        uint64 rows = preleased_plan.execute({PointerGetDatum(instance.data()), TimestampTzGetDatum(now), consumer_d,
+                                              partitions, Int32GetDatum(partition_count), Int32GetDatum(max_rows)},
+                                             nulls.c_str());
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            Pick p;
+            p.id = uuid_from_datum(spi_value(r, 1, &isnull));
+            p.consumer = text_value(spi_value(r, 2, &isnull));
+            p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+            p.token = DatumGetInt64(spi_value(r, 4, &isnull));
+            picks.push_back(std::move(p));
+        }
+    }
+    // 2. Heads of streams (and rows without a stream), oldest due first.
+    struct Head {
+        std::string consumer;
+        core::Uuid stream{};
+        int64_t seq = 0;
+        std::size_t pick = 0;
+    };
+    std::vector<Head> heads;
+    if (static_cast<int>(picks.size()) < max_rows) {
+        std::string nulls = std::string(" ") + consumer_null + partitions_null + "  ";
+        uint64 rows = heads_plan.execute({TimestampTzGetDatum(now), consumer_d, partitions, Int32GetDatum(partition_count),
+                                          Int32GetDatum(max_rows - static_cast<int>(picks.size()))},
+                                         nulls.c_str());
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false, stream_null = false;
+            Pick p;
+            p.id = uuid_from_datum(spi_value(r, 1, &isnull));
+            p.consumer = text_value(spi_value(r, 2, &isnull));
+            p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+            Datum stream = spi_value(r, 4, &stream_null);
+            if (!stream_null && max_per_stream > 1)
+                heads.push_back({p.consumer, uuid_from_datum(stream), DatumGetInt64(spi_value(r, 5, &isnull)), picks.size()});
+            picks.push_back(std::move(p));
+        }
+    }
+    // 3. Followers: the consecutive ready rows after each head, up to p_max_per_stream per stream.
+    int room = max_rows - static_cast<int>(picks.size());
+    if (!heads.empty() && room > 0) {
+        std::vector<std::string> consumers;
+        std::vector<core::Uuid> streams;
+        std::vector<int64_t> seqs;
+        for (const Head& h : heads) {
+            consumers.push_back(h.consumer);
+            streams.push_back(h.stream);
+            seqs.push_back(h.seq);
+        }
+        uint64 rows = followers_plan.execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
+                                              TimestampTzGetDatum(now), Int32GetDatum(max_per_stream - 1)});
+        // Per head, the ready prefix (a row that is not ready holds back the rest of its stream).
+        std::vector<std::vector<Pick>> runs(heads.size());
+        std::vector<char> stopped(heads.size(), 0);
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            std::size_t h = static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1;
+            if (stopped[h]) continue;
+            if (!DatumGetBool(spi_value(r, 4, &isnull))) {
+                stopped[h] = 1;
+                continue;
+            }
+            Pick p;
+            p.id = uuid_from_datum(spi_value(r, 2, &isnull));
+            p.consumer = heads[h].consumer;
+            p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+            runs[h].push_back(std::move(p));
+        }
+        std::vector<core::Uuid> want_ids;
+        std::vector<std::string> want_consumers;
+        for (const auto& run : runs)
+            for (const Pick& p : run) {
+                want_ids.push_back(p.id);
+                want_consumers.push_back(p.consumer);
+            }
+        if (!want_ids.empty()) {
+            uint64 locked_rows =
+                lock_followers_plan.execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(now)});
+            std::set<std::pair<core::Uuid, std::string>> locked;
+            for (uint64 r = 0; r < locked_rows; ++r) {
+                bool isnull = false;
+                locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
+            }
+            for (const auto& run : runs)
+                for (const Pick& p : run) {
+                    if (room == 0 || !locked.count({p.id, p.consumer})) break;  // keep the run consecutive
+                    picks.push_back(p);
+                    --room;
+                }
+        }
+    }
+
+    // 4. A row whose next delivery would exceed max_attempts goes to the dead letters instead.
+    std::vector<core::Uuid> dead_ids, ids;
+    std::vector<std::string> dead_consumers, consumers;
+    std::vector<int64_t> tokens;
+    int64_t fresh_token = 0;
+    for (const Pick& p : picks) {
+        if (p.attempts + 1 > max_attempts) {
+            dead_ids.push_back(p.id);
+            dead_consumers.push_back(p.consumer);
+            continue;
+        }
+        if (p.token == 0 && fresh_token == 0) {
+            next_token_plan.execute({});
+            bool isnull = false;
+            fresh_token = DatumGetInt64(spi_value(0, 1, &isnull));
+        }
+        ids.push_back(p.id);
+        consumers.push_back(p.consumer);
+        tokens.push_back(p.token != 0 ? p.token : fresh_token);
+    }
+    dead_letter(dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), now);
+
+    if (!ids.empty()) {
+        uint64 rows = hand_out_plan.execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
+                                             PointerGetDatum(instance.data()), TimestampTzGetDatum(expiry)});
+        ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+        pg_call([&] {
+            // Copy each row into the result before SPI_finish frees it.
+            for (uint64 r = 0; r < rows; ++r) {
+                Datum values[14];
+                bool nulls[14];
+                for (int c = 0; c < 14; ++c)
+                    values[c] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+                tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            }
+        });
+    }
+    spi.finish();
+    return (Datum)0;
+}

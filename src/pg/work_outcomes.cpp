@@ -1,0 +1,268 @@
+// complete_work, fail_work, renew_leases, release_work: one outcome per named message.
+//
+// Each call locks the rows it names, sorted by message id (so overlapping calls wait for each
+// other at most), then decides per input element, in input order: not_found, lease_lost (the
+// token is no longer the row's current one: nothing changes), or the operation. An id named
+// twice in one call is acted on once; a later mention of an id the call completed, failed or
+// released finds nothing.
+#include <map>
+#include <random>
+
+#include "core/backoff.h"
+#include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/dedup.h"
+#include "pg/settings.h"
+#include "pg/spi.h"
+#include "pg/work.h"
+
+namespace whizbang::pg {
+namespace {
+
+CachedPlan lock_named_plan(
+    "SELECT w.message_id, w.lease_token, w.attempts FROM whizbang.wh_inbox_work w"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+    "   AND w.processed_at IS NULL"
+    " ORDER BY w.message_id FOR UPDATE OF w",
+    {TEXTOID, UUIDARRAYOID});
+
+CachedPlan delete_done_plan(
+    "WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
+    "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+    "           RETURNING w.message_id)"
+    "DELETE FROM whizbang.wh_inbox i USING w"
+    " WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.message_id OPERATOR(pg_catalog.=) w.message_id",
+    {TEXTOID, UUIDARRAYOID});
+
+CachedPlan mark_done_plan(
+    "UPDATE whizbang.wh_inbox_work SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
+    "  lease_expiry = NULL"
+    " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
+    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
+
+CachedPlan retry_plan(
+    "UPDATE whizbang.wh_inbox_work w"
+    "   SET scheduled_for = u.due, last_error = u.error, lease_instance = NULL, lease_token = NULL,"
+    "       lease_expiry = NULL, lease_delivered = true"
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(id, due, error)"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id",
+    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID});
+
+CachedPlan renew_plan(
+    "UPDATE whizbang.wh_inbox_work SET lease_expiry = $3"
+    " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
+    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
+
+CachedPlan release_plan(
+    "UPDATE whizbang.wh_inbox_work"
+    "   SET lease_instance = NULL, lease_token = NULL, lease_expiry = NULL, lease_delivered = true,"
+    "       attempts = pg_catalog.int4larger(attempts OPERATOR(pg_catalog.-) 1, 0)"
+    " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
+    {TEXTOID, UUIDARRAYOID});
+
+struct Row {
+    std::optional<int64_t> token;
+    int attempts = 0;
+};
+
+// The arguments every one of these functions takes, and the rows they name, locked.
+struct Named {
+    std::string consumer;
+    Datum consumer_datum = 0;
+    std::vector<core::Uuid> ids;
+    std::optional<std::vector<std::optional<int64_t>>> tokens;  // nullopt: no fencing check
+    bool lease_required = false;  // renew / release act on a current lease only
+    TimestampTz now = 0;
+    std::map<core::Uuid, Row> rows;
+};
+
+void read_named(FunctionCallInfo fcinfo, Named& n, int tokens_arg, bool tokens_required, int consumer_arg_no,
+                int now_arg) {
+    source_arg(fcinfo, 0, false);
+    n.ids = uuid_array_arg(fcinfo, 1, "p_message_ids", false).value_or(std::vector<core::Uuid>{});
+    if (tokens_required) require_not_null(fcinfo, tokens_arg, "p_lease_tokens");
+    n.lease_required = tokens_required;
+    n.tokens = int8_array_arg(fcinfo, tokens_arg, "p_lease_tokens");
+    if (n.tokens) require_same_length(n.ids.size(), "p_message_ids", n.tokens->size(), "p_lease_tokens");
+    n.consumer = consumer_arg(fcinfo, consumer_arg_no);
+    n.now = timestamptz_arg(fcinfo, now_arg, "p_now");
+}
+
+void lock_named(Named& n) {
+    n.consumer_datum = text_datum(n.consumer);
+    if (n.ids.empty()) return;
+    uint64 rows = lock_named_plan.execute({n.consumer_datum, uuid_array(n.ids)});
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false, token_null = false;
+        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+        Datum token = spi_value(r, 2, &token_null);
+        Row row;
+        if (!token_null) row.token = DatumGetInt64(token);
+        row.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+        n.rows[id] = row;
+    }
+}
+
+// not_found / lease_lost for element i, or nullptr when the operation may proceed.
+const char* refusal(const Named& n, std::size_t i) {
+    auto it = n.rows.find(n.ids[i]);
+    if (it == n.rows.end()) return "not_found";
+    const std::optional<int64_t> given = n.tokens ? (*n.tokens)[i] : std::nullopt;
+    // A renewal or release needs the current token: without one it could create or end a lease
+    // that is not the caller's.
+    if (n.lease_required && (!given || !it->second.token)) return "lease_lost";
+    if (given && it->second.token != given) return "lease_lost";
+    return nullptr;
+}
+
+struct Outcome {
+    const char* word;
+    std::optional<TimestampTz> scheduled_for;
+};
+
+// One row per element; the result's row type decides whether scheduled_for is a column.
+void emit(FunctionCallInfo fcinfo, const Named& n, const std::vector<Outcome>& outcomes) {
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    std::vector<Datum> words(outcomes.size());
+    for (std::size_t i = 0; i < outcomes.size(); ++i) words[i] = text_datum(outcomes[i].word);
+    pg_call([&] {
+        for (std::size_t i = 0; i < outcomes.size(); ++i) {
+            Datum values[3] = {PointerGetDatum(n.ids[i].data()), words[i],
+                               outcomes[i].scheduled_for ? TimestampTzGetDatum(*outcomes[i].scheduled_for) : (Datum)0};
+            bool nulls[3] = {false, false, !outcomes[i].scheduled_for};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+}
+
+// Runs `decide` for every element whose row is present and current; it returns the outcome.
+template <typename F>
+std::vector<Outcome> decide_all(Named& n, bool consumes, F decide) {
+    std::vector<Outcome> out(n.ids.size());
+    for (std::size_t i = 0; i < n.ids.size(); ++i) {
+        if (const char* no = refusal(n, i)) {
+            out[i] = {no, std::nullopt};
+            continue;
+        }
+        out[i] = decide(i, n.rows[n.ids[i]]);
+        if (consumes) n.rows.erase(n.ids[i]);
+    }
+    return out;
+}
+
+std::mt19937_64& jitter_source() {
+    static std::mt19937_64 engine{std::random_device{}()};
+    return engine;
+}
+
+}  // namespace
+}  // namespace whizbang::pg
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// complete_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
+WB_FUNCTION(wb_complete_work) {
+    Named n;
+    read_named(fcinfo, n, 2, false, 3, 4);
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    SpiConnection spi;
+    lock_named(n);
+    std::vector<core::Uuid> done;
+    auto outcomes = decide_all(n, true, [&](std::size_t i, Row&) {
+        done.push_back(n.ids[i]);
+        return Outcome{"completed", std::nullopt};
+    });
+    if (!done.empty()) {
+        if (setting_bool("debug_mode"))
+            mark_done_plan.execute({n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now)});
+        else
+            delete_done_plan.execute({n.consumer_datum, uuid_array(done)});
+    }
+    spi.finish();
+    emit(fcinfo, n, outcomes);
+    return (Datum)0;
+}
+
+// fail_work(p_source, p_message_ids, p_errors, p_lease_tokens, p_retryable, p_consumer, p_now)
+WB_FUNCTION(wb_fail_work) {
+    Named n;
+    read_named(fcinfo, n, 3, false, 5, 6);
+    auto errors = nullable_text_array_arg(fcinfo, 2, "p_errors");
+    if (errors) require_same_length(n.ids.size(), "p_message_ids", errors->size(), "p_errors");
+    auto retryable = bool_array_arg(fcinfo, 4, "p_retryable");
+    if (retryable) require_same_length(n.ids.size(), "p_message_ids", retryable->size(), "p_retryable");
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+
+    SpiConnection spi;
+    lock_named(n);
+    const int64_t max_attempts = setting_int("max_attempts");
+    const int64_t base = setting_int("retry_base_seconds"), cap = setting_int("retry_max_seconds");
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<core::Uuid> retry_ids, dead_ids;
+    std::vector<TimestampTz> retry_at;
+    std::vector<std::string> retry_errors, dead_consumers;
+    std::vector<std::optional<std::string>> dead_errors;
+    auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
+        std::optional<std::string> error = errors ? (*errors)[i] : std::nullopt;
+        const bool may_retry = !retryable || (*retryable)[i].value_or(true);
+        if (!may_retry || row.attempts >= max_attempts) {
+            dead_ids.push_back(n.ids[i]);
+            dead_consumers.push_back(n.consumer);
+            dead_errors.push_back(error);
+            return Outcome{"dead_lettered", std::nullopt};
+        }
+        TimestampTz at = n.now + core::retry_delay_us(row.attempts, base, cap, unit(jitter_source()));
+        retry_ids.push_back(n.ids[i]);
+        retry_at.push_back(at);
+        retry_errors.push_back(error.value_or(""));
+        return Outcome{"retry_scheduled", at};
+    });
+    if (!retry_ids.empty())
+        retry_plan.execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at), text_array(retry_errors)});
+    dead_letter(dead_ids, dead_consumers, dead_errors, n.now);
+    spi.finish();
+    emit(fcinfo, n, outcomes);
+    return (Datum)0;
+}
+
+// renew_leases(p_source, p_message_ids, p_lease_tokens, p_lease_seconds, p_consumer, p_now)
+WB_FUNCTION(wb_renew_leases) {
+    Named n;
+    read_named(fcinfo, n, 2, true, 4, 5);
+    require_not_null(fcinfo, 3, "p_lease_seconds");
+    int seconds = PG_GETARG_INT32(3);
+    if (seconds < 1) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_lease_seconds must be at least 1");
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    SpiConnection spi;
+    lock_named(n);
+    std::vector<core::Uuid> renew;
+    auto outcomes = decide_all(n, false, [&](std::size_t i, Row&) {
+        renew.push_back(n.ids[i]);
+        return Outcome{"renewed", std::nullopt};
+    });
+    if (!renew.empty())
+        renew_plan.execute({n.consumer_datum, uuid_array(renew),
+                            TimestampTzGetDatum(n.now + static_cast<int64_t>(seconds) * USECS_PER_SEC)});
+    spi.finish();
+    emit(fcinfo, n, outcomes);
+    return (Datum)0;
+}
+
+// release_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
+WB_FUNCTION(wb_release_work) {
+    Named n;
+    read_named(fcinfo, n, 2, true, 3, 4);
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    SpiConnection spi;
+    lock_named(n);
+    std::vector<core::Uuid> release;
+    auto outcomes = decide_all(n, true, [&](std::size_t i, Row&) {
+        release.push_back(n.ids[i]);
+        return Outcome{"released", std::nullopt};
+    });
+    if (!release.empty()) release_plan.execute({n.consumer_datum, uuid_array(release)});
+    spi.finish();
+    emit(fcinfo, n, outcomes);
+    return (Datum)0;
+}
