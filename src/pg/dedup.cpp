@@ -125,7 +125,8 @@ void apply_resolution(Datum consumer, const core::DedupResolution& resolution) {
 
 }  // namespace
 
-std::vector<core::DedupOutcome> record_deliveries(const std::string& consumer, std::vector<core::DedupElement>& elements,
+std::vector<core::DedupOutcome> record_deliveries(const char* function_name, const std::string& consumer,
+                                                  std::vector<core::DedupElement>& elements,
                                                   const std::vector<std::optional<TimestampTz>>& sent_at,
                                                   TimestampTz now) {
     SpiConnection spi;
@@ -137,7 +138,7 @@ std::vector<core::DedupOutcome> record_deliveries(const std::string& consumer, s
     // New ids are inserted natively; ids on record (and lookups) go through the upsert,
     // which counts the observation and returns the stored fingerprint.
     std::vector<char> on_record(keys.size(), 1);
-    if (insert_new_keys(consumer, now, keys, on_record)) {
+    if (insert_new_keys(function_name, consumer, now, keys, on_record)) {
         for (std::size_t k = 0; k < keys.size(); ++k) {
             if (on_record[k]) continue;
             stored[k].inserted = true;
@@ -182,7 +183,7 @@ WB_FUNCTION(wb_dedup_insert) {
     std::vector<std::optional<TimestampTz>> sent_at(1);
     if (!PG_ARGISNULL(3)) sent_at[0] = PG_GETARG_TIMESTAMPTZ(3);
 
-    auto outcomes = record_deliveries(consumer, elements, sent_at, now);
+    auto outcomes = record_deliveries("dedup_insert", consumer, elements, sent_at, now);
     return outcome_text(outcomes[0]);
 }
 
@@ -207,7 +208,7 @@ WB_FUNCTION(wb_dedup_insert_many) {
     }
     if (!sent_at) sent_at.emplace(ids.size());
 
-    auto outcomes = record_deliveries(consumer, elements, *sent_at, now);
+    auto outcomes = record_deliveries("dedup_insert_many", consumer, elements, *sent_at, now);
 
     Datum words[4] = {outcome_text(core::DedupOutcome::fresh), outcome_text(core::DedupOutcome::duplicate),
                       outcome_text(core::DedupOutcome::conflict), outcome_text(core::DedupOutcome::expired)};

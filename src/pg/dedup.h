@@ -15,7 +15,9 @@ std::string consumer_arg(FunctionCallInfo fcinfo, int argno);
 
 // Records every element (DESIGN §3.1) and returns one outcome per element, in input order.
 // Marks elements sent before the replay horizon as expired first (replay_policy = reject).
-std::vector<core::DedupOutcome> record_deliveries(const std::string& consumer, std::vector<core::DedupElement>& elements,
+// `function_name` names the calling SQL function in errors.
+std::vector<core::DedupOutcome> record_deliveries(const char* function_name, const std::string& consumer,
+                                                  std::vector<core::DedupElement>& elements,
                                                   const std::vector<std::optional<TimestampTz>>& sent_at,
                                                   TimestampTz now);
 

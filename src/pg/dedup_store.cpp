@@ -96,15 +96,15 @@ Holder find_holder(Relation heap, Relation pk, TupleTableSlot* slot, TupleTableS
 
 }  // namespace
 
-bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
-                     std::vector<char>& on_record) {
+bool insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
+                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record) {
     // Everything below runs on the PostgreSQL side of the boundary: it creates no C++
     // object and calls nothing that throws, so a PostgreSQL error unwinds cleanly.
     return pg_call([&]() -> bool {
         // The executor would refuse these writes; so must a path that bypasses it.
-        PreventCommandIfReadOnly("dedup_insert");
-        PreventCommandIfParallelMode("dedup_insert");
-        PreventCommandDuringRecovery("dedup_insert");
+        PreventCommandIfReadOnly(function_name);
+        PreventCommandIfParallelMode(function_name);
+        PreventCommandDuringRecovery(function_name);
 
         Oid relid = get_relname_relid("wh_message_deduplication", get_namespace_oid("whizbang", false));
         Relation rel = table_open(relid, RowExclusiveLock);
@@ -120,8 +120,11 @@ bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::ve
         TupleDesc shape = RelationGetDescr(rel);
         int live_columns = 0;
         for (int i = 0; i < shape->natts; ++i) live_columns += TupleDescAttr(shape, i)->attisdropped ? 0 : 1;
-        if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity || live_columns != 6 ||
-            (shape->constr != nullptr && shape->constr->num_check > 0)) {
+        const bool checks = shape->constr != nullptr && shape->constr->num_check > 0;
+        Columns col = find_columns(shape);
+        const bool fingerprint_required = TupleDescAttr(shape, col.fingerprint - 1)->attnotnull;
+        if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity || live_columns != 6 || checks ||
+            fingerprint_required) {
             table_close(rel, RowExclusiveLock);
             return false;
         }
@@ -139,7 +142,6 @@ bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::ve
         }
 
         TupleDesc desc = RelationGetDescr(rel);
-        Columns col = find_columns(desc);
         TupleTableSlot* slot = table_slot_create(rel, nullptr);
         TupleTableSlot* found = table_slot_create(rel, nullptr);
         MemoryContext row_context =

@@ -15,7 +15,8 @@ namespace whizbang::pg {
 // already on record or may only be looked up: the caller passes those to the upsert.
 // Returns false, having written nothing, when the table has triggers, row security or
 // unique indexes other than its primary key: the upsert then handles every key.
-bool insert_new_keys(const std::string& consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
-                     std::vector<char>& on_record);
+// `function_name` names the SQL function in errors (read-only transaction, recovery).
+bool insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
+                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record);
 
 }  // namespace whizbang::pg

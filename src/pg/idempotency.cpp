@@ -129,7 +129,8 @@ std::unordered_map<std::string, PolicyRow> policy_rows;
 void forget_policies() { policy_rows.clear(); }
 TableCache policy_cache("wh_idempotency_policies", forget_policies);
 
-const PolicyRow& policy_row(const std::string& scope) {
+// By value: reading the settings next may drop this cache (an invalidation arrives).
+PolicyRow policy_row(const std::string& scope) {
     if (!policy_cache.fresh()) policy_cache.mark_loaded();
     auto it = policy_rows.find(scope);
     if (it != policy_rows.end()) return it->second;
@@ -147,7 +148,7 @@ const PolicyRow& policy_row(const std::string& scope) {
 
 // The effective policy of a scope: its row over the global settings. Needs SPI.
 core::TtlPolicy load_policy(const std::string& scope) {
-    const PolicyRow& row = policy_row(scope);
+    const PolicyRow row = policy_row(scope);
     constexpr int64_t kSecond = 1000000;
     return {row[0].value_or(setting_int("idempotency_in_progress_ttl_seconds") * kSecond),
             row[1].value_or(setting_int("idempotency_result_ttl_seconds") * kSecond),

@@ -175,6 +175,7 @@ CachedPlan insert_work_plan(
      TIMESTAMPTZARRAYOID, BOOLARRAYOID});
 
 struct StoreOptions {
+    const char* function_name = "store_inbox_messages";
     std::string consumer;
     TimestampTz now = 0;
     int partition_count = 10000;
@@ -264,11 +265,12 @@ void insert_new(const StoreOptions& o, const std::vector<InboxMessage>& messages
         partitions[k] = core::partition_of(m.stream_id.value_or(m.id), o.partition_count);
         auto s = seq.find(fresh[k]);
         if (s != seq.end()) seqs[k] = s->second;
-        // Only rows the instance would be handed now anyway: due, and at the front of a stream
-        // that had no unfinished work (a not-yet-due row holds back the rest of its stream).
+        // Only rows the instance would be handed now anyway: due, and with no other unfinished
+        // row in their stream — the first new row of an idle stream. The rows after it wait
+        // for it like any follower.
         const bool due_now = due[k] <= o.now;
-        if (m.stream_id && !due_now) busy.insert(*m.stream_id);
         pre_leased[k] = o.instance && due_now && !(m.stream_id && busy.count(*m.stream_id));
+        if (m.stream_id) busy.insert(*m.stream_id);
     }
 
     insert_messages_plan.execute({consumer, TimestampTzGetDatum(o.now), uuid_array(ids), text_array(handlers),
@@ -299,7 +301,7 @@ std::vector<core::DedupOutcome> store(const StoreOptions& o, const std::vector<I
         elements[i].fingerprint = messages[i].fingerprint;
         sent_at[i] = messages[i].sent_at;
     }
-    std::vector<core::DedupOutcome> outcomes = record_deliveries(o.consumer, elements, sent_at, o.now);
+    std::vector<core::DedupOutcome> outcomes = record_deliveries(o.function_name, o.consumer, elements, sent_at, o.now);
     std::vector<std::size_t> fresh;
     for (std::size_t i = 0; i < outcomes.size(); ++i)
         if (outcomes[i] == core::DedupOutcome::fresh) fresh.push_back(i);
@@ -426,6 +428,7 @@ WB_FUNCTION(wb_retry_dead_letters) {
 //   RETURNS TABLE(message_id uuid, stream_id uuid, outcome text): one row per input, input order
 WB_FUNCTION(wb_inbox_receive) {
     StoreOptions o;
+    o.function_name = "inbox_receive";
     o.consumer = consumer_arg(fcinfo, 1);
     o.now = timestamptz_arg(fcinfo, 2, "p_now");
     o.partition_count = partition_count_arg(fcinfo, 3);

@@ -37,7 +37,7 @@ struct Tracked {
 //   'bad_alloc'   throws std::bad_alloc (53200)
 //   'pg_error'    calls int4div(1, 0) through pg_call while a tracked object is alive (22012)
 WB_FUNCTION(wb_bridge_selftest) {
-    std::string mode = PG_ARGISNULL(0) ? "" : std::string(text_to_cstring(PG_GETARG_TEXT_PP(0)));
+    std::string mode = PG_ARGISNULL(0) ? "" : pg_call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
     Tracked alive;
     if (mode == "ok") PG_RETURN_INT64(Tracked::live - 1);
     if (mode == "cpp_error") throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "bridge self-test: C++ error", "detail", "hint");

@@ -14,6 +14,8 @@ void TableCache::on_invalidation(Datum arg, Oid relid) {
     }
 }
 
+void TableCache::mark_loaded() { fresh_ = !IsolationUsesXactSnapshot(); }
+
 bool TableCache::fresh() {
     pg_call([&] {
         if (!registered_) {

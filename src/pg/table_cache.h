@@ -14,7 +14,9 @@ public:
     TableCache(const char* relname, void (*reset)());
     // True when the cached data may be used; false means: reload, then call mark_loaded().
     bool fresh();
-    void mark_loaded() { fresh_ = true; }
+    // Under REPEATABLE READ / SERIALIZABLE the data was read with the transaction's snapshot,
+    // which may predate a committed change: such a load serves this call only.
+    void mark_loaded();
 
 private:
     static void on_invalidation(Datum arg, Oid relid);
