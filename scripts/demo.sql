@@ -41,4 +41,23 @@ SELECT * FROM ledger;
 \echo '== and the dedup table remembers what it saw'
 SELECT message_id, observation_count, conflict_count
   FROM whizbang.wh_message_deduplication ORDER BY message_id;
-\echo 'demo finished: the duplicate was rejected.'
+
+\echo
+\echo '== the inbox: a broker delivers two messages of one order stream, then redelivers the first'
+SELECT message_id, was_newly_created FROM whizbang.store_inbox_messages('[
+  {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000101", "HandlerName": "ledger", "MessageType": "OrderPlaced",
+   "StreamId": "0190a1b2-c3d4-7e5f-8a9b-0000000000aa", "Envelope": {"order": 2, "amount": 20}},
+  {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000102", "HandlerName": "ledger", "MessageType": "OrderPaid",
+   "StreamId": "0190a1b2-c3d4-7e5f-8a9b-0000000000aa", "Envelope": {"order": 2}}]', p_consumer => 'billing');
+SELECT count(*) AS stored_again FROM whizbang.store_inbox_messages('[
+  {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000101", "HandlerName": "ledger", "MessageType": "OrderPlaced",
+   "StreamId": "0190a1b2-c3d4-7e5f-8a9b-0000000000aa", "Envelope": {"order": 2, "amount": 20}}]', p_consumer => 'billing');
+\echo '== a worker claims under a lease (one row of the stream at a time), applies it and completes'
+SELECT message_type, attempts, lease_token
+  FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000ffff', 'inbox', p_max_per_stream => 1);
+SELECT * FROM whizbang.complete_work('inbox', ARRAY['0190a1b2-c3d4-7e5f-8a9b-000000000101']::uuid[], p_consumer => 'billing');
+\echo '== the next claim hands out the stream'"'"'s next message'
+SELECT message_type, attempts, lease_token
+  FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000ffff', 'inbox', p_max_per_stream => 1);
+
+\echo 'demo finished: duplicates were rejected and the stream was handed out in order.'
