@@ -56,7 +56,7 @@ SELECT count(*) AS stored_again FROM whizbang.store_inbox_messages('[
 SELECT message_type, attempts, lease_token
   FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000ffff', 'inbox', p_max_per_stream => 1);
 SELECT * FROM whizbang.complete_work('inbox', ARRAY['0190a1b2-c3d4-7e5f-8a9b-000000000101']::uuid[], p_consumer => 'billing');
-\echo '== the next claim hands out the stream'"'"'s next message'
+\echo '== the next claim hands out the next message of the stream'
 SELECT message_type, attempts, lease_token
   FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000ffff', 'inbox', p_max_per_stream => 1);
 
