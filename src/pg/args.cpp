@@ -155,6 +155,13 @@ std::optional<std::vector<std::optional<bool>>> bool_array_arg(FunctionCallInfo 
     return out;
 }
 
+TimestampTz add_to_timestamp(TimestampTz base, int64_t us, const char* what) {
+    TimestampTz out;
+    if (__builtin_add_overflow(base, us, &out) || !IS_VALID_TIMESTAMP(out))
+        throw SqlError(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE, std::string(what) + " is out of the timestamp range");
+    return out;
+}
+
 void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name) {
     if (expected != actual)
         throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,

@@ -38,6 +38,10 @@ std::optional<std::vector<std::optional<std::string>>> nullable_text_array_arg(F
 std::optional<std::vector<std::optional<int64_t>>> int8_array_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 std::optional<std::vector<std::optional<bool>>> bool_array_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 
+// `base` plus `us` microseconds; 22008 when the result is past the timestamp range, so an
+// unreadable time is never stored.
+TimestampTz add_to_timestamp(TimestampTz base, int64_t us, const char* what);
+
 // 22023 unless an optional array has the same length as the leading one.
 void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name);
 

@@ -66,6 +66,13 @@ Datum text_array(const std::vector<std::string>& values) {
     return build(values, TEXTOID, [](const std::string& s) -> std::optional<Datum> { return text_datum(s); });
 }
 
+Datum nullable_text_array(const std::vector<std::optional<std::string>>& values) {
+    return build(values, TEXTOID, [](const std::optional<std::string>& s) -> std::optional<Datum> {
+        if (!s) return std::nullopt;
+        return text_datum(*s);
+    });
+}
+
 Datum bytea_array(const std::vector<const std::string*>& values) {
     return build(values, BYTEAOID, [](const std::string* s) -> std::optional<Datum> {
         if (s == nullptr) return std::nullopt;

@@ -20,6 +20,7 @@ Datum int4_array(const std::vector<int>& values);
 Datum int8_array(const std::vector<int64_t>& values);
 Datum bool_array(const std::vector<char>& values);
 Datum text_array(const std::vector<std::string>& values);
+Datum nullable_text_array(const std::vector<std::optional<std::string>>& values);
 Datum bytea_array(const std::vector<const std::string*>& values);  // nullptr: NULL
 Datum timestamptz_array(const std::vector<TimestampTz>& values);
 Datum optional_timestamptz_array(const std::vector<std::optional<TimestampTz>>& values);

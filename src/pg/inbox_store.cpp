@@ -351,8 +351,10 @@ WB_FUNCTION(wb_store_inbox_messages) {
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
     o.partition_count = partition_count_arg(fcinfo, 4);
     o.consumer = consumer_arg(fcinfo, 5);
-    o.lease_expiry = PG_ARGISNULL(2) ? o.now + kDefaultLeaseUs : timestamptz_arg(fcinfo, 2, "p_lease_expiry");
-    std::vector<InboxMessage> messages = parse_messages(fcinfo, false);
+    o.lease_expiry = PG_ARGISNULL(2) ? add_to_timestamp(o.now, kDefaultLeaseUs, "the lease expiry")
+                                     : timestamptz_arg(fcinfo, 2, "p_lease_expiry");
+    // Fingerprinted here too: a later inbox_receive of the same id compares with it.
+    std::vector<InboxMessage> messages = parse_messages(fcinfo, true);
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;

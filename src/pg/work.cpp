@@ -153,14 +153,7 @@ std::string source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null) {
 void dead_letter(const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
     if (ids.empty()) return;
-    std::vector<Datum> error_values(errors.size());
-    std::vector<char> error_nulls(errors.size());
-    for (std::size_t i = 0; i < errors.size(); ++i) {
-        error_nulls[i] = !errors[i];
-        if (errors[i]) error_values[i] = text_datum(*errors[i]);
-    }
-    dead_letter_plan.execute({uuid_array(ids), text_array(consumers), datum_array(error_values, error_nulls, TEXTOID),
-                              TimestampTzGetDatum(now)});
+    dead_letter_plan.execute({uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
 }
 
 }  // namespace whizbang::pg
@@ -187,7 +180,7 @@ WB_FUNCTION(wb_claim_work) {
         if (pg_call([&] { return array_contains_nulls(a); }))
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partitions must not contain nulls");
     }
-    const TimestampTz expiry = now + static_cast<int64_t>(lease_seconds) * USECS_PER_SEC;
+    const TimestampTz expiry = add_to_timestamp(now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "the lease expiry");
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     SpiConnection spi;
@@ -213,122 +206,131 @@ WB_FUNCTION(wb_claim_work) {
             picks.push_back(std::move(p));
         }
     }
-    // 2. Heads of streams (and rows without a stream), oldest due first.
-    struct Head {
-        std::string consumer;
-        core::Uuid stream{};
-        int64_t seq = 0;
-        std::size_t pick = 0;
-    };
-    std::vector<Head> heads;
-    if (static_cast<int>(picks.size()) < max_rows) {
-        std::string nulls = std::string(" ") + consumer_null + partitions_null + "  ";
-        uint64 rows = heads_plan.execute({TimestampTzGetDatum(now), consumer_d, partitions, Int32GetDatum(partition_count),
-                                          Int32GetDatum(max_rows - static_cast<int>(picks.size()))},
-                                         nulls.c_str());
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false, stream_null = false;
-            Pick p;
-            p.id = uuid_from_datum(spi_value(r, 1, &isnull));
-            p.consumer = text_value(spi_value(r, 2, &isnull));
-            p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
-            Datum stream = spi_value(r, 4, &stream_null);
-            if (!stream_null && max_per_stream > 1)
-                heads.push_back({p.consumer, uuid_from_datum(stream), DatumGetInt64(spi_value(r, 5, &isnull)), picks.size()});
-            picks.push_back(std::move(p));
-        }
-    }
-    // 3. Followers: the consecutive ready rows after each head, up to p_max_per_stream per stream.
-    int room = max_rows - static_cast<int>(picks.size());
-    if (!heads.empty() && room > 0) {
-        std::vector<std::string> consumers;
-        std::vector<core::Uuid> streams;
-        std::vector<int64_t> seqs;
-        for (const Head& h : heads) {
-            consumers.push_back(h.consumer);
-            streams.push_back(h.stream);
-            seqs.push_back(h.seq);
-        }
-        uint64 rows = followers_plan.execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
-                                              TimestampTzGetDatum(now), Int32GetDatum(max_per_stream - 1)});
-        // Per head, the ready prefix (a row that is not ready holds back the rest of its stream).
-        std::vector<std::vector<Pick>> runs(heads.size());
-        std::vector<char> stopped(heads.size(), 0);
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
-            std::size_t h = static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1;
-            if (stopped[h]) continue;
-            if (!DatumGetBool(spi_value(r, 4, &isnull))) {
-                stopped[h] = 1;
-                continue;
+    // Rows dead-lettered in a round leave room: look again so a worker is not sent to sleep
+    // while due work waits (bounded: every round removes what it dead-letters).
+    int handed = 0;
+    int64_t fresh_token = 0;
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    for (int round = 0; round < 8; ++round) {
+        // 2. Heads of streams (and rows without a stream), oldest due first.
+        struct Head {
+            std::string consumer;
+            core::Uuid stream{};
+            int64_t seq = 0;
+            std::size_t pick = 0;
+        };
+        std::vector<Head> heads;
+        if (handed + static_cast<int>(picks.size()) < max_rows) {
+            std::string nulls = std::string(" ") + consumer_null + partitions_null + "  ";
+            uint64 rows = heads_plan.execute({TimestampTzGetDatum(now), consumer_d, partitions, Int32GetDatum(partition_count),
+                                              Int32GetDatum(max_rows - handed - static_cast<int>(picks.size()))},
+                                             nulls.c_str());
+            for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false, stream_null = false;
+                Pick p;
+                p.id = uuid_from_datum(spi_value(r, 1, &isnull));
+                p.consumer = text_value(spi_value(r, 2, &isnull));
+                p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+                Datum stream = spi_value(r, 4, &stream_null);
+                if (!stream_null && max_per_stream > 1)
+                    heads.push_back({p.consumer, uuid_from_datum(stream), DatumGetInt64(spi_value(r, 5, &isnull)), picks.size()});
+                picks.push_back(std::move(p));
             }
-            Pick p;
-            p.id = uuid_from_datum(spi_value(r, 2, &isnull));
-            p.consumer = heads[h].consumer;
-            p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
-            runs[h].push_back(std::move(p));
         }
-        std::vector<core::Uuid> want_ids;
-        std::vector<std::string> want_consumers;
-        for (const auto& run : runs)
-            for (const Pick& p : run) {
-                want_ids.push_back(p.id);
-                want_consumers.push_back(p.consumer);
+        // 3. Followers: the consecutive ready rows after each head, up to p_max_per_stream per stream.
+        int room = max_rows - handed - static_cast<int>(picks.size());
+        if (!heads.empty() && room > 0) {
+            std::vector<std::string> consumers;
+            std::vector<core::Uuid> streams;
+            std::vector<int64_t> seqs;
+            for (const Head& h : heads) {
+                consumers.push_back(h.consumer);
+                streams.push_back(h.stream);
+                seqs.push_back(h.seq);
             }
-        if (!want_ids.empty()) {
-            uint64 locked_rows =
-                lock_followers_plan.execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(now)});
-            std::set<std::pair<core::Uuid, std::string>> locked;
-            for (uint64 r = 0; r < locked_rows; ++r) {
+            uint64 rows = followers_plan.execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
+                                                  TimestampTzGetDatum(now), Int32GetDatum(max_per_stream - 1)});
+            // Per head, the ready prefix (a row that is not ready holds back the rest of its stream).
+            std::vector<std::vector<Pick>> runs(heads.size());
+            std::vector<char> stopped(heads.size(), 0);
+            for (uint64 r = 0; r < rows; ++r) {
                 bool isnull = false;
-                locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
+                std::size_t h = static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1;
+                if (stopped[h]) continue;
+                if (!DatumGetBool(spi_value(r, 4, &isnull))) {
+                    stopped[h] = 1;
+                    continue;
+                }
+                Pick p;
+                p.id = uuid_from_datum(spi_value(r, 2, &isnull));
+                p.consumer = heads[h].consumer;
+                p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+                runs[h].push_back(std::move(p));
             }
+            std::vector<core::Uuid> want_ids;
+            std::vector<std::string> want_consumers;
             for (const auto& run : runs)
                 for (const Pick& p : run) {
-                    if (room == 0 || !locked.count({p.id, p.consumer})) break;  // keep the run consecutive
-                    picks.push_back(p);
-                    --room;
+                    want_ids.push_back(p.id);
+                    want_consumers.push_back(p.consumer);
                 }
-        }
-    }
-
-    // 4. A row whose next delivery would exceed max_attempts goes to the dead letters instead.
-    std::vector<core::Uuid> dead_ids, ids;
-    std::vector<std::string> dead_consumers, consumers;
-    std::vector<int64_t> tokens;
-    int64_t fresh_token = 0;
-    for (const Pick& p : picks) {
-        if (p.attempts + 1 > max_attempts) {
-            dead_ids.push_back(p.id);
-            dead_consumers.push_back(p.consumer);
-            continue;
-        }
-        if (p.token == 0 && fresh_token == 0) {
-            next_token_plan.execute({});
-            bool isnull = false;
-            fresh_token = DatumGetInt64(spi_value(0, 1, &isnull));
-        }
-        ids.push_back(p.id);
-        consumers.push_back(p.consumer);
-        tokens.push_back(p.token != 0 ? p.token : fresh_token);
-    }
-    dead_letter(dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), now);
-
-    if (!ids.empty()) {
-        uint64 rows = hand_out_plan.execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
-                                             PointerGetDatum(instance.data()), TimestampTzGetDatum(expiry)});
-        ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-        pg_call([&] {
-            // Copy each row into the result before SPI_finish frees it.
-            for (uint64 r = 0; r < rows; ++r) {
-                Datum values[14];
-                bool nulls[14];
-                for (int c = 0; c < 14; ++c)
-                    values[c] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
-                tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            if (!want_ids.empty()) {
+                uint64 locked_rows =
+                    lock_followers_plan.execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(now)});
+                std::set<std::pair<core::Uuid, std::string>> locked;
+                for (uint64 r = 0; r < locked_rows; ++r) {
+                    bool isnull = false;
+                    locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
+                }
+                for (const auto& run : runs)
+                    for (const Pick& p : run) {
+                        if (room == 0 || !locked.count({p.id, p.consumer})) break;  // keep the run consecutive
+                        picks.push_back(p);
+                        --room;
+                    }
             }
-        });
+        }
+
+        // 4. A row whose next delivery would exceed max_attempts goes to the dead letters instead.
+        std::vector<core::Uuid> dead_ids, ids;
+        std::vector<std::string> dead_consumers, consumers;
+        std::vector<int64_t> tokens;
+        for (const Pick& p : picks) {
+            if (p.attempts + 1 > max_attempts) {
+                dead_ids.push_back(p.id);
+                dead_consumers.push_back(p.consumer);
+                continue;
+            }
+            if (p.token == 0 && fresh_token == 0) {
+                next_token_plan.execute({});
+                bool isnull = false;
+                fresh_token = DatumGetInt64(spi_value(0, 1, &isnull));
+            }
+            ids.push_back(p.id);
+            consumers.push_back(p.consumer);
+            tokens.push_back(p.token != 0 ? p.token : fresh_token);
+        }
+        dead_letter(dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), now);
+
+        if (!ids.empty()) {
+            uint64 rows = hand_out_plan.execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
+                                                 PointerGetDatum(instance.data()), TimestampTzGetDatum(expiry)});
+            handed += static_cast<int>(rows);
+            pg_call([&] {
+                // Copy each row into the result before SPI_finish frees it.
+                for (uint64 r = 0; r < rows; ++r) {
+                    Datum values[14];
+                    bool nulls[14];
+                    for (int c = 0; c < 14; ++c)
+                        values[c] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
+                    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+                }
+            });
+        }
+        if (dead_ids.empty() || handed >= max_rows) break;
+        picks.clear();
     }
+
     spi.finish();
     return (Datum)0;
 }

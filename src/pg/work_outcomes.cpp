@@ -42,7 +42,8 @@ CachedPlan mark_done_plan(
 
 CachedPlan retry_plan(
     "UPDATE whizbang.wh_inbox_work w"
-    "   SET scheduled_for = u.due, last_error = u.error, lease_instance = NULL, lease_token = NULL,"
+    "   SET scheduled_for = u.due, last_error = COALESCE(u.error, w.last_error), lease_instance = NULL,"
+    "       lease_token = NULL,"
     "       lease_expiry = NULL, lease_delivered = true"
     "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(id, due, error)"
     " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id",
@@ -107,11 +108,11 @@ void lock_named(Named& n) {
 const char* refusal(const Named& n, std::size_t i) {
     auto it = n.rows.find(n.ids[i]);
     if (it == n.rows.end()) return "not_found";
-    const std::optional<int64_t> given = n.tokens ? (*n.tokens)[i] : std::nullopt;
-    // A renewal or release needs the current token: without one it could create or end a lease
-    // that is not the caller's.
-    if (n.lease_required && (!given || !it->second.token)) return "lease_lost";
-    if (given && it->second.token != given) return "lease_lost";
+    // Only a NULL array skips fencing (DESIGN §3.4); a NULL element is a token that is nobody's
+    // current one. Renewal and release also need a current lease to act on.
+    if (!n.tokens) return n.lease_required ? "lease_lost" : nullptr;
+    const std::optional<int64_t> given = (*n.tokens)[i];
+    if (!given || !it->second.token || *given != *it->second.token) return "lease_lost";
     return nullptr;
 }
 
@@ -201,7 +202,8 @@ WB_FUNCTION(wb_fail_work) {
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     std::vector<core::Uuid> retry_ids, dead_ids;
     std::vector<TimestampTz> retry_at;
-    std::vector<std::string> retry_errors, dead_consumers;
+    std::vector<std::optional<std::string>> retry_errors;
+    std::vector<std::string> dead_consumers;
     std::vector<std::optional<std::string>> dead_errors;
     auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
         std::optional<std::string> error = errors ? (*errors)[i] : std::nullopt;
@@ -212,14 +214,16 @@ WB_FUNCTION(wb_fail_work) {
             dead_errors.push_back(error);
             return Outcome{"dead_lettered", std::nullopt};
         }
-        TimestampTz at = n.now + core::retry_delay_us(row.attempts, base, cap, unit(jitter_source()));
+        TimestampTz at = add_to_timestamp(n.now, core::retry_delay_us(row.attempts, base, cap, unit(jitter_source())),
+                                          "the retry time");
         retry_ids.push_back(n.ids[i]);
         retry_at.push_back(at);
-        retry_errors.push_back(error.value_or(""));
+        retry_errors.push_back(error);
         return Outcome{"retry_scheduled", at};
     });
     if (!retry_ids.empty())
-        retry_plan.execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at), text_array(retry_errors)});
+        retry_plan.execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
+                            nullable_text_array(retry_errors)});
     dead_letter(dead_ids, dead_consumers, dead_errors, n.now);
     spi.finish();
     emit(fcinfo, n, outcomes);
@@ -243,7 +247,8 @@ WB_FUNCTION(wb_renew_leases) {
     });
     if (!renew.empty())
         renew_plan.execute({n.consumer_datum, uuid_array(renew),
-                            TimestampTzGetDatum(n.now + static_cast<int64_t>(seconds) * USECS_PER_SEC)});
+                            TimestampTzGetDatum(add_to_timestamp(n.now, static_cast<int64_t>(seconds) * USECS_PER_SEC,
+                                                                 "the lease expiry"))});
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;
