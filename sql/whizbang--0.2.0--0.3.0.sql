@@ -31,20 +31,29 @@ CREATE TABLE whizbang.wh_inbox_work (
     lease_instance   uuid,
     lease_token      bigint,
     lease_expiry     timestamptz,
-    lease_delivered  boolean     NOT NULL DEFAULT true,  -- false: stored pre-leased, not handed out yet
     last_error       text,
     processed_at     timestamptz,            -- debug_mode: completed, kept for inspection
     -- No foreign key to wh_inbox: whizbang writes and deletes both rows together, and a
     -- key check per stored message would cost a row lock and a trigger call each.
     CONSTRAINT wh_inbox_work_pkey PRIMARY KEY (message_id, consumer)
-);
+)
+-- No index covers a lease column, and pages keep room for new row versions: a claim, renewal
+-- or release is a HOT update (no index entries written).
+WITH (fillfactor = 70);
 -- Claim scans unfinished work in due order.
 CREATE INDEX wh_inbox_work_due ON whizbang.wh_inbox_work (scheduled_for) WHERE processed_at IS NULL;
 -- Per-stream order: "is there an older unfinished row of this stream?" is one probe.
 CREATE INDEX wh_inbox_work_stream ON whizbang.wh_inbox_work (consumer, stream_id, stream_seq)
     WHERE stream_id IS NOT NULL AND processed_at IS NULL;
--- Pre-leased rows of an instance are handed back first.
-CREATE INDEX wh_inbox_work_instance ON whizbang.wh_inbox_work (lease_instance) WHERE NOT lease_delivered;
+-- Rows stored pre-leased to an instance (store_inbox_messages with p_instance_id) and not
+-- handed to it yet. Kept apart so that no index on wh_inbox_work covers lease columns.
+CREATE TABLE whizbang.wh_inbox_preleased (
+    instance_id uuid   NOT NULL,
+    consumer    text COLLATE "C" NOT NULL,
+    message_id  uuid   NOT NULL,
+    lease_token bigint NOT NULL,
+    CONSTRAINT wh_inbox_preleased_pkey PRIMARY KEY (instance_id, message_id, consumer)
+);
 
 -- One row per (consumer, stream): the arrival counter. Storing locks it, so the messages of one
 -- stream are numbered in the commit order of the storing transactions.
@@ -83,6 +92,7 @@ CREATE SEQUENCE whizbang.wh_lease_token_seq AS bigint;
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_inbox', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_inbox_work', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_inbox_streams', '');
+SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_inbox_preleased', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_dead_letters', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_dead_letters_dead_letter_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_lease_token_seq', '');

@@ -166,13 +166,18 @@ CachedPlan insert_messages_plan(
 
 CachedPlan insert_work_plan(
     "INSERT INTO whizbang.wh_inbox_work (consumer, message_id, stream_id, stream_seq, partition_number, scheduled_for,"
-    "  lease_instance, lease_token, lease_expiry, lease_delivered)"
+    "  lease_instance, lease_token, lease_expiry)"
     " SELECT $1, u.id, u.stream_id, u.seq, u.part, u.due,"
-    "  CASE WHEN u.pre THEN $2 END, CASE WHEN u.pre THEN $3 END, CASE WHEN u.pre THEN $4 END, NOT u.pre"
+    "  CASE WHEN u.pre THEN $2 END, CASE WHEN u.pre THEN $3 END, CASE WHEN u.pre THEN $4 END"
     " FROM ROWS FROM (pg_catalog.unnest($5), pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8),"
     "  pg_catalog.unnest($9), pg_catalog.unnest($10)) AS u(id, stream_id, seq, part, due, pre)",
     {TEXTOID, UUIDOID, INT8OID, TIMESTAMPTZOID, UUIDARRAYOID, UUIDARRAYOID, INT8ARRAYOID, INT4ARRAYOID,
      TIMESTAMPTZARRAYOID, BOOLARRAYOID});
+
+CachedPlan insert_preleased_plan(
+    "INSERT INTO whizbang.wh_inbox_preleased (instance_id, consumer, message_id, lease_token)"
+    " SELECT $1, $2, u.id, $3 FROM pg_catalog.unnest($4) AS u(id)",
+    {UUIDOID, TEXTOID, INT8OID, UUIDARRAYOID});
 
 struct StoreOptions {
     const char* function_name = "store_inbox_messages";
@@ -290,6 +295,14 @@ void insert_new(const StoreOptions& o, const std::vector<InboxMessage>& messages
                               uuid_array(streams), datum_array(seq_values, seq_nulls, INT8OID), int4_array(partitions),
                               timestamptz_array(due), bool_array(pre_leased)},
                              nulls);
+    if (o.instance) {
+        std::vector<core::Uuid> leased;
+        for (std::size_t k = 0; k < n; ++k)
+            if (pre_leased[k]) leased.push_back(ids[k]);
+        if (!leased.empty())
+            insert_preleased_plan.execute({PointerGetDatum(o.instance->data()), consumer, Int64GetDatum(token),
+                                           uuid_array(leased)});
+    }
 }
 
 std::vector<core::DedupOutcome> store(const StoreOptions& o, const std::vector<InboxMessage>& messages) {

@@ -24,9 +24,13 @@ namespace {
 
 constexpr const char* kInbox = "inbox";
 
+// This instance's pre-leased rows that still carry the lease they were stored with.
 CachedPlan preleased_plan(
-    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.lease_token FROM whizbang.wh_inbox_work w"
-    " WHERE w.lease_instance OPERATOR(pg_catalog.=) $1 AND NOT w.lease_delivered"
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.lease_token"
+    "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox_work w"
+    "    ON w.message_id OPERATOR(pg_catalog.=) p.message_id AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
+    " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
+    "   AND w.lease_instance OPERATOR(pg_catalog.=) $1 AND w.lease_token OPERATOR(pg_catalog.=) p.lease_token"
     "   AND w.lease_expiry OPERATOR(pg_catalog.>) $2 AND w.processed_at IS NULL"
     "   AND ($3::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $3)"
     "   AND ($4::pg_catalog.int4[] IS NULL OR whizbang.partition_of(COALESCE(w.stream_id, w.message_id), $5)"
@@ -34,6 +38,20 @@ CachedPlan preleased_plan(
     " ORDER BY w.stream_id, w.stream_seq LIMIT $6"
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDOID, TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
+
+// Drops the entries just handed back, and stale ones (completed, or re-claimed by another
+// instance after the lease lapsed).
+CachedPlan forget_preleased_plan(
+    "DELETE FROM whizbang.wh_inbox_preleased p"
+    " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
+    "   AND ((p.message_id, p.consumer) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))"
+    "        OR NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
+    "                        WHERE w.message_id OPERATOR(pg_catalog.=) p.message_id"
+    "                          AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
+    "                          AND w.lease_instance OPERATOR(pg_catalog.=) $1"
+    "                          AND w.lease_token OPERATOR(pg_catalog.=) p.lease_token"
+    "                          AND w.lease_expiry OPERATOR(pg_catalog.>) $4))",
+    {UUIDOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
 // Heads: due, not under a live lease, and nothing older unfinished in their stream.
 CachedPlan heads_plan(
@@ -84,7 +102,7 @@ CachedPlan hand_out_plan(
     "WITH c AS ("
     "  UPDATE whizbang.wh_inbox_work w"
     "     SET attempts = w.attempts OPERATOR(pg_catalog.+) 1, lease_instance = $4, lease_token = u.token,"
-    "         lease_expiry = $5, lease_delivered = true"
+    "         lease_expiry = $5"
     "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
     "         WITH ORDINALITY AS u(id, consumer, token, ord)"
     "   WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
@@ -205,6 +223,14 @@ WB_FUNCTION(wb_claim_work) {
             p.token = DatumGetInt64(spi_value(r, 4, &isnull));
             picks.push_back(std::move(p));
         }
+        std::vector<core::Uuid> ids;
+        std::vector<std::string> consumers;
+        for (const Pick& p : picks) {
+            ids.push_back(p.id);
+            consumers.push_back(p.consumer);
+        }
+        forget_preleased_plan.execute({PointerGetDatum(instance.data()), uuid_array(ids), text_array(consumers),
+                                       TimestampTzGetDatum(now)});
     }
     // Rows dead-lettered in a round leave room: look again so a worker is not sent to sleep
     // while due work waits (bounded: every round removes what it dead-letters).

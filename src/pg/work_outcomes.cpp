@@ -44,7 +44,7 @@ CachedPlan retry_plan(
     "UPDATE whizbang.wh_inbox_work w"
     "   SET scheduled_for = u.due, last_error = COALESCE(u.error, w.last_error), lease_instance = NULL,"
     "       lease_token = NULL,"
-    "       lease_expiry = NULL, lease_delivered = true"
+    "       lease_expiry = NULL"
     "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(id, due, error)"
     " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id",
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID});
@@ -56,7 +56,7 @@ CachedPlan renew_plan(
 
 CachedPlan release_plan(
     "UPDATE whizbang.wh_inbox_work"
-    "   SET lease_instance = NULL, lease_token = NULL, lease_expiry = NULL, lease_delivered = true,"
+    "   SET lease_instance = NULL, lease_token = NULL, lease_expiry = NULL,"
     "       attempts = pg_catalog.int4larger(attempts OPERATOR(pg_catalog.-) 1, 0)"
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
     {TEXTOID, UUIDARRAYOID});
