@@ -41,3 +41,17 @@ wb_setup() {
   wb_ensure_packages
   wb_build_install
 }
+
+# A port no other cluster on this machine uses, for pg_virtualenv -c "-p PORT": several test
+# runs may share a machine, and pg_virtualenv alone would always pick 5432.
+wb_free_port() {
+  local p
+  for _ in $(seq 1 100); do
+    p=$((20000 + RANDOM % 20000))
+    if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$p" ]; then
+      echo "$p"
+      return
+    fi
+  done
+  echo 5432
+}

@@ -35,5 +35,6 @@ IFS='|' read -r deliveries observed news ids <"$1/result"
 [ "$news" = "$ids" ] || { echo "'new' outcomes $news != recorded ids $ids"; exit 1; }
 echo "ok: $deliveries deliveries, $ids ids each new exactly once, every delivery counted"
 SH
-pg_virtualenv -t -o fsync=off bash "$work/check.sh" "$work"
+source scripts/lib.sh  # wb_free_port
+pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$work/check.sh" "$work"
 rm -rf "$work"

@@ -10,22 +10,10 @@ set -euo pipefail
 self=$(readlink -f "$0")
 cd "$(dirname "$self")/../.."
 
-# A port no other cluster on this machine uses: test runs of several people share it, and
-# pg_virtualenv alone would always pick 5432.
-free_port() {
-    local p
-    for _ in $(seq 1 100); do
-        p=$((20000 + RANDOM % 20000))
-        if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$p" ]; then
-            echo "$p"
-            return
-        fi
-    done
-    echo 5432
-}
+source scripts/lib.sh  # wb_free_port
 
 if [ "${1:-}" != "--in-cluster" ]; then
-    exec pg_virtualenv -t -c "-p $(free_port)" -o fsync=off bash "$self" --in-cluster
+    exec pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$self" --in-cluster
 fi
 
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION whizbang"

@@ -63,5 +63,6 @@ if ! diff -u "$WORK/fresh.txt" "$WORK/upgraded.txt"; then
 fi
 echo "ok: $(wc -l <"$WORK/fresh.txt") objects identical after updating $versions -> $target"
 SH
-WORK="$work" pg_virtualenv -t -o fsync=off bash "$work/run.sh"
+source scripts/lib.sh  # wb_free_port
+WORK="$work" pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$work/run.sh"
 rm -rf "$work"
