@@ -14,6 +14,15 @@ namespace whizbang::pg {
 class CachedPlan {
 public:
     CachedPlan(const char* sql, std::initializer_list<Oid> arg_types) : sql_(sql), arg_types_(arg_types) {}
+
+    // For statements whose best plan depends on how big the work tables are right now (claims,
+    // row locks): planned for the actual parameters on every execution, never a generic plan
+    // that was cheapest when the queue was empty.
+    static CachedPlan replanned(const char* sql, std::initializer_list<Oid> arg_types) {
+        CachedPlan plan(sql, arg_types);
+        plan.cursor_options_ = CURSOR_OPT_CUSTOM_PLAN;
+        return plan;
+    }
     // Executes with `values` (NULL where nulls[i] == 'n'); returns SPI_processed.
     uint64 execute(const std::vector<Datum>& values, const char* nulls = nullptr);
 
@@ -21,6 +30,7 @@ private:
     const char* sql_;
     std::vector<Oid> arg_types_;
     SPIPlanPtr plan_ = nullptr;
+    int cursor_options_ = 0;
 };
 
 // Connects to SPI for the scope of one function call. On an error the transaction abort

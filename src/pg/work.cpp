@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kInbox = "inbox";
 
 // This instance's pre-leased rows that still carry the lease they were stored with.
-CachedPlan preleased_plan(
+CachedPlan preleased_plan = CachedPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.lease_token"
     "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox_work w"
     "    ON w.message_id OPERATOR(pg_catalog.=) p.message_id AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
@@ -54,7 +54,7 @@ CachedPlan forget_preleased_plan(
     {UUIDOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
 // Heads: due, not under a live lease, and nothing older unfinished in their stream.
-CachedPlan heads_plan(
+CachedPlan heads_plan = CachedPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq"
     "  FROM whizbang.wh_inbox_work w"
     " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
@@ -71,7 +71,7 @@ CachedPlan heads_plan(
     {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
 
 // The rows after each head of a stream, in order, and whether each could be handed out now.
-CachedPlan followers_plan(
+CachedPlan followers_plan = CachedPlan::replanned(
     "SELECT h.ord, f.message_id, f.attempts,"
     "       (f.scheduled_for OPERATOR(pg_catalog.<=) $4"
     "        AND (f.lease_expiry IS NULL OR f.lease_expiry OPERATOR(pg_catalog.<=) $4)) AS ready"
@@ -87,11 +87,12 @@ CachedPlan followers_plan(
     {TEXTARRAYOID, UUIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID});
 
 // Locks chosen followers without waiting; a row someone else holds ends its stream's run.
-CachedPlan lock_followers_plan(
+// Found through the primary key (message_id leads it); a row of another consumer that shares
+// an id is locked for nothing and not handed out (the caller matches pairs).
+CachedPlan lock_followers_plan = CachedPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox_work w"
-    "  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, consumer)"
-    "    ON w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
-    " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
+    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
+    "   AND w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
     "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $3)"
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});

@@ -19,9 +19,9 @@
 namespace whizbang::pg {
 namespace {
 
-CachedPlan lock_named_plan(
+CachedPlan lock_named_plan = CachedPlan::replanned(
     "SELECT w.message_id, w.lease_token, w.attempts FROM whizbang.wh_inbox_work w"
-    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL"
     " ORDER BY w.message_id FOR UPDATE OF w",
     {TEXTOID, UUIDARRAYOID});
