@@ -27,7 +27,9 @@ free_port() {
 }
 
 if [ "${1:-}" = "--in-cluster" ]; then
-    exec timeout -k 5 110 "$2"
+    # $2: the program, $3: its output file
+    timeout -k 5 110 "$2" >"$3" 2>&1
+    exit
 fi
 
 work=$(mktemp -d /tmp/whizbang-inbox-stress.XXXXXX)
@@ -38,5 +40,16 @@ pg_config=/usr/lib/postgresql/15/bin/pg_config
 g++ -std=c++17 -O2 -Wall -pthread -I"$("$pg_config" --includedir)" \
     "$root/test/stress/inbox_stress.cpp" -o "$work/inbox_stress" -lpq
 chmod 755 "$work/inbox_stress"
-pg_virtualenv -t -c "-p $(free_port)" -o fsync=off -o max_connections=50 \
-    bash "$self" --in-cluster "$work/inbox_stress"
+touch "$work/out.log"
+chmod 666 "$work/out.log"
+status=0
+pg_virtualenv -t -c "-p $(free_port)" -o fsync=off \
+    bash "$self" --in-cluster "$work/inbox_stress" "$work/out.log" || status=$?
+cat "$work/out.log"
+if [ "$status" -ne 0 ]; then
+    # Again at the end, after the server log pg_virtualenv prints on failure.
+    echo "--- failed checks (exit status $status):"
+    grep -E '^  FAIL|^    |^inbox_stress:|failed:' "$work/out.log" | head -n 25 || true
+    grep -q '^inbox_stress:' "$work/out.log" || echo "inbox_stress: FAIL (no summary: the program did not finish)"
+fi
+exit "$status"

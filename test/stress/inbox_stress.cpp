@@ -5,36 +5,41 @@
 //
 // What runs, concurrently:
 //  - 4 producer connections store 20,000 distinct messages over 200 streams with
-//    store_inbox_messages, in batches of 50. Each stream belongs to one producer, which numbers
-//    its messages 1, 2, 3 ... in the Envelope ("seq"): the intended stream order. 10% of the
-//    messages are delivered again: half mixed into the same producer's later batches
-//    (store_inbox_messages must return no row for them), half at the end by a random producer
-//    through inbox_receive (the outcome must be 'duplicate').
-//  - 4 worker connections loop claim_work('inbox') -> per row one transaction that locks the
-//    stream's row in stress.progress, inserts the effect (stress.effects, unique message_id,
-//    ON CONFLICT DO NOTHING) and calls complete_work with the lease token; it commits only when
-//    the outcome is 'completed'. About 5% of deliveries fail retryably (fail_work), 1% fail for
-//    good (dead-lettered at once), a few "poison" messages always fail (dead-lettered when
-//    their attempts run out) and a few "hang" messages are abandoned at every delivery (their
-//    lease lapses; claim_work dead-letters them once max_attempts deliveries are used up).
-//    After a non-completed outcome a worker stops working on that stream in the batch and
-//    releases the rest of its rows (release_work). Leases are renewed when a batch runs long.
-//  - One of the workers "crashes" twice: it claims a batch and stops renewing; the first time
-//    it also drops its connection in the middle of a completing transaction. Once the rows are
-//    re-claimed (token changed) or gone, it tries the late completion (effect + complete_work
-//    with its old token): the answer must be lease_lost (or not_found once another worker
-//    completed the row), never completed.
+//    store_inbox_messages, in batches of 50 (every other batch stored pre-leased to one worker's
+//    instance, DESIGN §3.2). Each stream belongs to one producer, which numbers its messages
+//    1, 2, 3 ... in the Envelope ("seq"): the intended stream order. 10% of the messages are
+//    delivered again: half mixed into the same producer's later batches (store_inbox_messages
+//    must return no row for them), half at the end by a random producer through inbox_receive
+//    (the outcome must be 'duplicate'). Producers pause between batches and wait while more
+//    than 2,000 messages are unfinished.
+//  - 4 worker connections loop claim_work('inbox', 10..50 rows, lease 2 s, p_max_per_stream
+//    1..100) -> per row one transaction that inserts the effect (stress.effects, unique
+//    message_id, ON CONFLICT DO NOTHING; the INSERT first locks the stream's stress.progress
+//    row) and calls complete_work with the lease token; it commits only when the outcome is
+//    'completed'. About 5% of deliveries fail retryably (fail_work), 1% fail for good
+//    (dead-lettered at once); 40 "poison" messages always fail (dead-lettered when their
+//    attempts run out), 4 "hang" messages are abandoned at every delivery (their lease lapses;
+//    claim_work dead-letters them once max_attempts = 4 deliveries are used up) and 6 "slow"
+//    messages take longer than a lease (renew_leases keeps them). After a non-completed
+//    outcome a worker stops working on that stream in the batch and releases the rest of its
+//    rows (release_work) at once. Retries are due after 0.75..1 s.
+//  - One of the workers "crashes" twice (at 20% and 55% of the messages): it claims up to 30
+//    rows and stops renewing; the first time it also drops its connection in the middle of a
+//    completing transaction. As soon as a row was re-claimed (token changed) or is gone, it
+//    tries the late completion (effect + complete_work with its old token): the answer must be
+//    lease_lost, or not_found once another worker completed the row; never completed.
 //
-// What is asserted at the end (each is counted and printed):
+// What is asserted at the end (each is counted and printed; any failure exits 1):
 //  1. Exactly once: every message is in stress.effects exactly once or in wh_dead_letters
 //     exactly once, never both; wh_inbox and wh_inbox_work are empty; the dedup table holds
-//     each id once and counted every delivery (observation_count).
-//  2. Stream order: per stream, the effects in commit order (commit_no is taken under the
+//     each id once and counted every delivery (observation_count); no unexpected SQL error
+//     (a deadlock or a timeout would be one).
+//  2. Stream order: per stream, the effects in commit order (commit_no is drawn under the
 //     stream's row lock, so it is the commit order) have strictly increasing seq, and the seq
-//     each transaction saw as the last committed one is the previous effect; plus, from the
-//     client's record of every claim / renewal / outcome: no two lease holders of one stream
-//     overlapped, no row was handed out before its lease lapsed / its retry time, attempts
-//     count deliveries (release refunds one).
+//     each transaction saw as the last committed one is the previous effect. From the client's
+//     record of every claim / renewal / outcome: no row of a stream was handed out while a row
+//     of the same stream was held under another token, no row was handed out before its lease
+//     lapsed / its retry time, attempts count deliveries (release refunds one).
 //  3. No duplicate processed: no redelivery created work; no complete_work answered
 //     'completed' for a message whose effect was already committed; no row was handed out
 //     again after a committed completion or dead-lettering; the crashed worker's late
@@ -42,9 +47,11 @@
 //
 // STRESS_SABOTAGE=order|dup|lost|fence makes the client misbehave on purpose, to show that the
 // assertions can fail: order = work the rows of a claim in reverse and go on after failures;
-// dup = forget some dedup records before the final redeliveries; lost = delete some work rows
-// behind the extension's back; fence = late completions without the lease token.
-// STRESS_SEED fixes the random choices; STRESS_MESSAGES / STRESS_STREAMS scale the run.
+// dup = forget some dedup records before the final redeliveries; lost = delete some effects
+// and dead letters after the run; fence = late completions without the lease token.
+// STRESS_SEED repeats a run's random choices (timing still differs); STRESS_MESSAGES,
+// STRESS_STREAMS, STRESS_PRODUCE_PAUSE_MS, STRESS_MAX_BACKLOG, STRESS_MAX_PER_STREAM,
+// STRESS_PRELEASE=0 and STRESS_LIMIT_SECONDS change the run.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -57,6 +64,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <set>
@@ -87,9 +95,11 @@ struct Config {
     int redeliver_pct = 10;
     int lease_seconds = 2, max_attempts = 4;
     double fail_p = 0.05, fatal_p = 0.01;
-    int poison = 40, hang = 4;
+    int poison = 40, hang = 4, slow = 6;
     int max_per_stream = 0;  // 0: a random choice per claim
-    int produce_pause_ms = 150;  // ~16 s of production: the queue stays short (see the report on claim cost)
+    bool prelease = true;    // store every other batch pre-leased to a worker
+    int produce_pause_ms = 100;  // >= 10 s of production, so storing and claiming overlap
+    int max_backlog = 2000;      // producers wait while more messages than this are unfinished
     int work_limit_s = 75;
     uint64_t seed = 0;
     std::string sabotage;
@@ -173,6 +183,7 @@ class Pg {
         }
         // Nothing may hang the run: a statement that waits this long is a failure.
         must("SET statement_timeout = '20s'");
+        must("SET client_min_messages = warning");
         for (const auto& [name, sql] : prepared_) prepare_now(name, sql);
     }
     // Drops the connection without ending the transaction: the server rolls it back.
@@ -249,6 +260,7 @@ struct Msg {
     int stream = 0, seq = 0, producer = 0;
     bool poison = false;  // fails retryably at every delivery
     bool hang = false;    // abandoned at every delivery
+    bool slow = false;    // takes longer than a lease to process: needs renew_leases
     int redeliver = 0;    // 0: no; 1: mixed into a later batch of its producer; 2: final phase
 };
 std::vector<Msg> g_msgs;
@@ -281,10 +293,12 @@ struct ResEv {
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_production_done{false};
 std::atomic<long> g_stored{0}, g_completed{0}, g_dead_by_fail{0};
+std::atomic<long> st_leased_batches{0}, st_preleased_handed{0};
 std::atomic<long> st_batches{0}, st_redelivered_mixed{0}, st_redelivered_final{0}, st_redelivery_rows{0},
     st_final_not_duplicate{0}, st_store_mismatch{0};
 std::atomic<long> st_claims{0}, st_empty_claims{0}, st_rows_claimed{0}, st_multi_row_streams{0}, st_claim_mismatch{0};
 std::atomic<long> st_retry{0}, st_fatal{0}, st_poison_fail{0}, st_abandoned{0}, st_released{0}, st_release_lost{0};
+std::atomic<long> st_slow{0};
 std::atomic<long> st_renew_calls{0}, st_renewed{0}, st_renew_lost{0};
 std::atomic<long> st_complete_lost{0}, st_complete_not_found{0}, st_fail_lost{0}, st_fail_not_found{0};
 std::atomic<long> st_stale_effect_conflicts{0}, st_dup_processed{0}, st_order_live{0};
@@ -306,6 +320,12 @@ void bump_max(std::atomic<long>& a, long v) {
 // ---------------------------------------------------------------------------------------------
 // Producers
 const char* kStoreSql = "SELECT message_id, stream_id, was_newly_created FROM whizbang.store_inbox_messages($1::jsonb)";
+// Stored pre-leased to a worker's instance (DESIGN §3.2): rows of idle streams come back first
+// at that instance's next claim_work, with the lease token of the store.
+const char* kStoreLeasedSql =
+    "SELECT message_id, stream_id, was_newly_created"
+    "  FROM whizbang.store_inbox_messages($1::jsonb, $2::uuid, now() + make_interval(secs => $3::int))";
+std::vector<std::string> g_instances;  // per worker
 const char* kReceiveSql = "SELECT message_id, stream_id, outcome FROM whizbang.inbox_receive($1::jsonb)";
 
 std::string message_json(const Msg& m) {
@@ -331,6 +351,7 @@ int g_producers_stored = 0;
 void producer(int p, double* produce_seconds) {
     Pg db("producer" + std::to_string(p));
     db.prepare("store", kStoreSql);
+    db.prepare("store_leased", kStoreLeasedSql);
     db.prepare("receive", kReceiveSql);
     const Plan& plan = g_plans[p];
     auto t0 = Clock::now();
@@ -345,8 +366,12 @@ void producer(int p, double* produce_seconds) {
             else ++st_redelivered_mixed;
         }
         json += "]";
-        Res r = db.must_run("store", {json});
+        // Every other batch is stored pre-leased to one worker (the producer's "own" worker).
+        const bool leased = cfg.prelease && b % 2 == 1;
+        Res r = leased ? db.must_run("store_leased", {json, g_instances[p % cfg.workers], std::to_string(cfg.lease_seconds)})
+                       : db.must_run("store", {json});
         if (!r.ok()) continue;
+        if (leased) ++st_leased_batches;
         std::set<std::string> got;
         for (int i = 0; i < r.rows(); ++i) {
             std::string id = r.get(i, 0);
@@ -360,6 +385,10 @@ void producer(int p, double* produce_seconds) {
         g_stored += static_cast<long>(expect_new.size());
         ++st_batches;
         if (cfg.produce_pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(cfg.produce_pause_ms));
+        // Back-pressure: a long queue makes every claim slow (see the report), so producers wait
+        // while more than max_backlog stored messages are unfinished.
+        while (!g_stop && g_stored - g_completed - g_dead_by_fail > cfg.max_backlog)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     *produce_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     {
@@ -446,7 +475,7 @@ struct Row {
 class Worker {
   public:
     explicit Worker(int w) : w_(w), db_("worker" + std::to_string(w)), rng_(cfg.seed * 7919 + 1000 + w) {
-        instance_ = uuid4(rng_);
+        instance_ = g_instances[w];
         prepare();
     }
 
@@ -507,7 +536,10 @@ class Worker {
         }
         if (r.rows() > max_rows) ++st_claim_mismatch;
         std::map<int, int> per_stream;
+        long long fresh = 0;  // the claim's own token is the newest; older ones were given at store
+        for (int i = 0; i < r.rows(); ++i) fresh = std::max(fresh, r.num(i, 3));
         for (int i = 0; i < r.rows(); ++i) {
+            if (r.num(i, 3) != fresh) ++st_preleased_handed;
             int idx = msg_index(r.get(i, 0));
             if (idx < 0) {
                 ++st_claim_mismatch;
@@ -684,6 +716,22 @@ class Worker {
                 stop_stream(m.stream, i + 1);
                 continue;
             }
+            if (m.slow) {  // 3 x 0.75 s of work, longer than the lease: renewed in between
+                ++st_slow;
+                bool lost = false;
+                for (int step = 0; step < 3 && !lost; ++step) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(750));
+                    std::vector<Row> keep{row};
+                    for (std::size_t j = i + 1; j < rows.size(); ++j)
+                        if (!handled[j]) keep.push_back(rows[j]);
+                    for (int s : renew(keep)) {
+                        if (s == m.stream) lost = true;
+                        stop_stream(s, i + 1);
+                    }
+                }
+                lease_base = Clock::now();
+                if (lost) continue;
+            }
             const double x = unit(rng_);
             std::string outcome;
             if (m.poison) {
@@ -706,14 +754,18 @@ class Worker {
     // connection in the middle of a completing transaction. Once a row was re-claimed (its token
     // changed) or is gone, the old holder tries to complete it: never 'completed'.
     bool crash(bool drop_connection) {
-        std::vector<Row> rows = claim(50);
-        if (rows.empty()) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            return false;
+        // A crash with a good number of rows in hand: claims for up to 1 s until it holds 30.
+        std::vector<Row> rows;
+        const auto until = Clock::now() + std::chrono::seconds(1);
+        while (rows.size() < 30 && Clock::now() < until && !g_stop) {
+            std::vector<Row> more = claim(static_cast<int>(30 - rows.size()));
+            rows.insert(rows.end(), more.begin(), more.end());
+            if (more.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
+        if (rows.empty()) return false;
         ++st_crashes;
         st_crash_rows += static_cast<long>(rows.size());
-        logf("worker%d crashes holding %zu rows (token %lld)%s", w_, rows.size(), rows[0].token,
+        logf("worker%d crashes holding %zu rows (first token %lld)%s", w_, rows.size(), rows[0].token,
              drop_connection ? ", connection dropped mid-completion" : "");
         if (drop_connection) succeed(rows[0], true, true);
         std::vector<std::string> ids;
@@ -724,7 +776,7 @@ class Worker {
         const bool fenced = cfg.sabotage != "fence";
         auto deadline = Clock::now() + std::chrono::seconds(30);
         while (left > 0 && !g_stop && Clock::now() < deadline) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
             Res r = db_.must_run("watch", {id_array});
             if (!r.ok()) break;
             std::map<std::string, long long> current;  // message id -> token (0: none)
@@ -802,6 +854,7 @@ void plan_messages() {
     int k = 0;
     for (int n = 0; n < cfg.poison; ++n) g_msgs[all[k++]].poison = true;
     for (int n = 0; n < cfg.hang; ++n) g_msgs[all[k++]].hang = true;
+    for (int n = 0; n < cfg.slow; ++n) g_msgs[all[k++]].slow = true;
     std::shuffle(all.begin(), all.end(), rng);
     const int redeliveries = cfg.messages * cfg.redeliver_pct / 100;
     for (int n = 0; n < redeliveries; ++n) g_msgs[all[n]].redeliver = (n % 2 == 0) ? 1 : 2;
@@ -973,8 +1026,10 @@ int main() {
     cfg.streams = static_cast<int>(env_long("STRESS_STREAMS", cfg.streams));
     cfg.work_limit_s = static_cast<int>(env_long("STRESS_LIMIT_SECONDS", cfg.work_limit_s));
     cfg.produce_pause_ms = static_cast<int>(env_long("STRESS_PRODUCE_PAUSE_MS", cfg.produce_pause_ms));
+    cfg.max_backlog = static_cast<int>(env_long("STRESS_MAX_BACKLOG", cfg.max_backlog));
     cfg.sabotage = env_str("STRESS_SABOTAGE", "");
     cfg.max_per_stream = static_cast<int>(env_long("STRESS_MAX_PER_STREAM", 0));
+    cfg.prelease = env_long("STRESS_PRELEASE", 1) != 0;
     // Nothing may keep the run from ending: a hung connection is a failure, not a hang of CI.
     std::thread([] {
         std::this_thread::sleep_for(std::chrono::seconds(cfg.work_limit_s + 30));
@@ -1010,7 +1065,7 @@ int main() {
             ids.push_back(m.id);
             streams.push_back(std::to_string(m.stream));
             seqs.push_back(std::to_string(m.seq));
-            kinds.push_back(m.hang ? "hang" : m.poison ? "poison" : "normal");
+            kinds.push_back(m.hang ? "hang" : m.poison ? "poison" : m.slow ? "slow" : "normal");
         }
         admin.must("INSERT INTO stress.expected SELECT * FROM unnest($1::uuid[], $2::int[], $3::int[], $4::text[])",
                    {join_array(ids), join_array(streams), join_array(seqs), join_array(kinds)});
@@ -1018,6 +1073,10 @@ int main() {
     long redeliveries = 0;
     for (const Msg& m : g_msgs) redeliveries += m.redeliver != 0;
 
+    {
+        std::mt19937_64 rng(cfg.seed + 17);
+        for (int w = 0; w < cfg.workers; ++w) g_instances.push_back(uuid4(rng));
+    }
     std::vector<std::unique_ptr<Worker>> workers;
     for (int w = 0; w < cfg.workers; ++w) workers.emplace_back(new Worker(w));
     logf("set up; starting %d producers and %d workers", cfg.producers, cfg.workers);
@@ -1119,6 +1178,8 @@ int main() {
           "hang messages dead-lettered " + std::to_string(dead_hang) + "/" + std::to_string(cfg.hang) +
               ", poison messages dead-lettered " + std::to_string(dead_poison) + "/" + std::to_string(cfg.poison));
     check(g_errors == 0, "unexpected SQL errors: " + std::to_string(g_errors.load()));
+    check(st_renewed > 0, "leases renewed (slow messages, " + std::to_string(st_slow.load()) +
+                              " deliveries): " + std::to_string(st_renewed.load()));
     check(st_store_mismatch == 0 && st_claim_mismatch == 0,
           "rows returned for the wrong message/stream/seq: store " + std::to_string(st_store_mismatch.load()) +
               ", claim " + std::to_string(st_claim_mismatch.load()));
@@ -1182,13 +1243,14 @@ int main() {
 
     const double produce_max = *std::max_element(produce_seconds.begin(), produce_seconds.end());
     std::printf("\nfigures\n");
-    std::printf("  store:    %d messages + %ld redeliveries in %ld batches, %.2f s (%.0f messages/s incl. pauses of %d ms)\n",
-                cfg.messages, redeliveries, st_batches.load(), produce_max, cfg.messages / std::max(produce_max, 1e-9),
-                cfg.produce_pause_ms);
-    std::printf("  claim:    %ld calls (%ld empty), %ld rows handed out, %ld times 2+ rows of one stream in one claim,"
-                " max attempts seen %ld\n",
-                st_claims.load(), st_empty_claims.load(), st_rows_claimed.load(), st_multi_row_streams.load(),
-                st_max_attempts_seen.load());
+    std::printf("  store:    %d messages + %ld redeliveries in %ld batches (%ld stored pre-leased to a worker), %.2f s"
+                " (%.0f messages/s incl. pauses of %d ms)\n",
+                cfg.messages, redeliveries, st_batches.load(), st_leased_batches.load(), produce_max,
+                cfg.messages / std::max(produce_max, 1e-9), cfg.produce_pause_ms);
+    std::printf("  claim:    %ld calls (%ld empty), %ld rows handed out (%ld pre-leased at store), %ld times 2+ rows of"
+                " one stream in one claim, max attempts seen %ld\n",
+                st_claims.load(), st_empty_claims.load(), st_rows_claimed.load(), st_preleased_handed.load(),
+                st_multi_row_streams.load(), st_max_attempts_seen.load());
     std::printf("  claim latency: mean %.1f ms (empty claims %.1f ms), max %.1f ms, %.1f s in claim_work over all workers,"
                 " %ld claims took longer than the lease\n",
                 st_claim_us / 1000.0 / std::max(1L, st_claims.load()),
@@ -1198,9 +1260,9 @@ int main() {
                 " deliveries %ld), abandoned (hang) %ld, released %ld (lease_lost %ld)\n",
                 g_completed.load(), st_retry.load(), g_dead_by_fail.load(), st_fatal.load(), st_poison_fail.load(),
                 st_abandoned.load(), st_released.load(), st_release_lost.load());
-    std::printf("  leases:   renew calls %ld (renewed %ld, lost %ld); complete lease_lost %ld, not_found %ld; fail"
+    std::printf("  leases:   slow deliveries %ld, renew calls %ld (renewed %ld, lost %ld); complete lease_lost %ld, not_found %ld; fail"
                 " lease_lost %ld, not_found %ld; stale deliveries whose effect existed (rolled back) %ld\n",
-                st_renew_calls.load(), st_renewed.load(), st_renew_lost.load(), st_complete_lost.load(),
+                st_slow.load(), st_renew_calls.load(), st_renewed.load(), st_renew_lost.load(), st_complete_lost.load(),
                 st_complete_not_found.load(), st_fail_lost.load(), st_fail_not_found.load(),
                 st_stale_effect_conflicts.load());
     std::printf("  dead letters: %ld (attempts exhausted %ld, hang %ld, poison %ld)\n", dead, dead_exhausted, dead_hang,
