@@ -135,6 +135,7 @@ CachedPlan dead_letter_plan(
     "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer",
     {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
+
 std::string text_value(Datum d) {
     text* t = pg_call([&] { return DatumGetTextPP(d); });
     return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
@@ -146,6 +147,169 @@ struct Pick {
     int attempts = 0;
     int64_t token = 0;  // pre-leased rows keep theirs; 0: the claim's fresh token
 };
+
+struct Head {
+    std::string consumer;
+    core::Uuid stream{};
+    int64_t seq = 0;
+};
+
+// The arguments of one claim_work call.
+struct Claim {
+    core::Uuid instance{};
+    TimestampTz now = 0, expiry = 0;
+    int max_rows = 0, partition_count = 0, max_per_stream = 0;
+    Datum consumer = 0, partitions = 0;  // valid when the matching *_null flag is ' '
+    char consumer_null = 'n', partitions_null = 'n';
+};
+
+Pick pick_from_row(uint64 r) {
+    bool isnull = false;
+    Pick p;
+    p.id = uuid_from_datum(spi_value(r, 1, &isnull));
+    p.consumer = text_value(spi_value(r, 2, &isnull));
+    p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+    return p;
+}
+
+// 1. Rows stored pre-leased to this instance come back first, with their token.
+std::vector<Pick> take_preleased(const Claim& c) {
+    const char nulls[] = {' ', ' ', c.consumer_null, c.partitions_null, ' ', ' ', '\0'};
+    uint64 rows = preleased_plan.execute({PointerGetDatum(c.instance.data()), TimestampTzGetDatum(c.now), c.consumer,
+                                          c.partitions, Int32GetDatum(c.partition_count), Int32GetDatum(c.max_rows)},
+                                         nulls);
+    std::vector<Pick> picks;
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        Pick p = pick_from_row(r);
+        p.token = DatumGetInt64(spi_value(r, 4, &isnull));
+        picks.push_back(std::move(p));
+    }
+    std::vector<core::Uuid> ids;
+    std::vector<std::string> consumers;
+    for (const Pick& p : picks) {
+        ids.push_back(p.id);
+        consumers.push_back(p.consumer);
+    }
+    forget_preleased_plan.execute({PointerGetDatum(c.instance.data()), uuid_array(ids), text_array(consumers),
+                                   TimestampTzGetDatum(c.now)});
+    return picks;
+}
+
+// 2. Heads of streams (and rows without a stream), oldest due first; `heads` gets the ones
+// with a stream, whose followers may come along.
+std::vector<Pick> take_heads(const Claim& c, int room, std::vector<Head>& heads) {
+    const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', '\0'};
+    uint64 rows = heads_plan.execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions,
+                                      Int32GetDatum(c.partition_count), Int32GetDatum(room)},
+                                     nulls);
+    std::vector<Pick> picks;
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false, stream_null = false;
+        Pick p = pick_from_row(r);
+        Datum stream = spi_value(r, 4, &stream_null);
+        if (!stream_null && c.max_per_stream > 1)
+            heads.push_back({p.consumer, uuid_from_datum(stream), DatumGetInt64(spi_value(r, 5, &isnull))});
+        picks.push_back(std::move(p));
+    }
+    return picks;
+}
+
+// 3. The consecutive ready rows after each head, at most p_max_per_stream - 1 per stream and
+// `room` in all. A row that is not ready, or that someone else holds, ends its stream's run.
+std::vector<Pick> take_followers(const Claim& c, const std::vector<Head>& heads, int room) {
+    std::vector<Pick> picks;
+    if (heads.empty() || room <= 0) return picks;
+    std::vector<std::string> consumers;
+    std::vector<core::Uuid> streams;
+    std::vector<int64_t> seqs;
+    for (const Head& h : heads) {
+        consumers.push_back(h.consumer);
+        streams.push_back(h.stream);
+        seqs.push_back(h.seq);
+    }
+    uint64 rows = followers_plan.execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
+                                          TimestampTzGetDatum(c.now), Int32GetDatum(std::min(c.max_per_stream - 1, room))});
+    std::vector<std::vector<Pick>> runs(heads.size());
+    std::vector<char> stopped(heads.size(), 0);
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        std::size_t h = static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1;
+        if (stopped[h]) continue;
+        if (!DatumGetBool(spi_value(r, 4, &isnull))) {
+            stopped[h] = 1;
+            continue;
+        }
+        Pick p;
+        p.id = uuid_from_datum(spi_value(r, 2, &isnull));
+        p.consumer = heads[h].consumer;
+        p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+        runs[h].push_back(std::move(p));
+    }
+    std::vector<core::Uuid> want_ids;
+    std::vector<std::string> want_consumers;
+    for (const auto& run : runs)
+        for (const Pick& p : run) {
+            want_ids.push_back(p.id);
+            want_consumers.push_back(p.consumer);
+        }
+    if (want_ids.empty()) return picks;
+    uint64 locked_rows =
+        lock_followers_plan.execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(c.now)});
+    std::set<std::pair<core::Uuid, std::string>> locked;
+    for (uint64 r = 0; r < locked_rows; ++r) {
+        bool isnull = false;
+        locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
+    }
+    for (const auto& run : runs)
+        for (const Pick& p : run) {
+            if (room == 0 || !locked.count({p.id, p.consumer})) break;
+            picks.push_back(p);
+            --room;
+        }
+    return picks;
+}
+
+// 4. Hands the picks out (one fresh token per claim, drawn once) and appends them to the
+// result; a row whose next delivery would exceed max_attempts goes to the dead letters
+// instead. Returns how many were handed out; `dead` tells whether any was dead-lettered.
+int hand_out(const Claim& c, const std::vector<Pick>& picks, int64_t max_attempts, int64_t& fresh_token,
+             ReturnSetInfo* rsinfo, bool& dead) {
+    std::vector<core::Uuid> dead_ids, ids;
+    std::vector<std::string> dead_consumers, consumers;
+    std::vector<int64_t> tokens;
+    for (const Pick& p : picks) {
+        if (p.attempts + 1 > max_attempts) {
+            dead_ids.push_back(p.id);
+            dead_consumers.push_back(p.consumer);
+            continue;
+        }
+        if (p.token == 0 && fresh_token == 0) {
+            next_token_plan.execute({});
+            bool isnull = false;
+            fresh_token = DatumGetInt64(spi_value(0, 1, &isnull));
+        }
+        ids.push_back(p.id);
+        consumers.push_back(p.consumer);
+        tokens.push_back(p.token != 0 ? p.token : fresh_token);
+    }
+    dead_letter(dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), c.now);
+    dead = !dead_ids.empty();
+    if (ids.empty()) return 0;
+    uint64 rows = hand_out_plan.execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
+                                         PointerGetDatum(c.instance.data()), TimestampTzGetDatum(c.expiry)});
+    pg_call([&] {
+        // Copied into the result now: SPI_finish frees the rows.
+        for (uint64 r = 0; r < rows; ++r) {
+            Datum values[14];
+            bool nulls[14];
+            for (int col = 0; col < 14; ++col)
+                values[col] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col + 1, &nulls[col]);
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+    return static_cast<int>(rows);
+}
 
 int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
     require_not_null(fcinfo, argno, name);
@@ -184,180 +348,54 @@ using namespace whizbang::pg;
 //            p_max_per_stream, p_now, p_consumer) RETURNS TABLE(source, message_id, ...)
 WB_FUNCTION(wb_claim_work) {
     require_not_null(fcinfo, 0, "p_instance_id");
-    core::Uuid instance = uuid_from_datum(PG_GETARG_DATUM(0));
+    Claim c;
+    c.instance = uuid_from_datum(PG_GETARG_DATUM(0));
     source_arg(fcinfo, 1, true);
-    const int max_rows = positive_int_arg(fcinfo, 2, "p_max_rows");
+    c.max_rows = positive_int_arg(fcinfo, 2, "p_max_rows");
     const int lease_seconds = positive_int_arg(fcinfo, 3, "p_lease_seconds");
-    const int partition_count = positive_int_arg(fcinfo, 5, "p_partition_count");
-    const int max_per_stream = positive_int_arg(fcinfo, 6, "p_max_per_stream");
-    const TimestampTz now = timestamptz_arg(fcinfo, 7, "p_now");
+    c.partition_count = positive_int_arg(fcinfo, 5, "p_partition_count");
+    c.max_per_stream = positive_int_arg(fcinfo, 6, "p_max_per_stream");
+    c.now = timestamptz_arg(fcinfo, 7, "p_now");
     std::optional<std::string> consumer;
     if (!PG_ARGISNULL(8)) consumer = text_arg(fcinfo, 8, "p_consumer");
-    Datum partitions = PG_ARGISNULL(4) ? (Datum)0 : PG_GETARG_DATUM(4);
     if (!PG_ARGISNULL(4)) {
         ArrayType* a = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(4); });
         if (pg_call([&] { return array_contains_nulls(a); }))
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partitions must not contain nulls");
+        c.partitions = PointerGetDatum(a);
+        c.partitions_null = ' ';
     }
-    const TimestampTz expiry = add_to_timestamp(now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "the lease expiry");
+    c.expiry = add_to_timestamp(c.now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "the lease expiry");
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     const int64_t max_attempts = setting_int("max_attempts");
-    Datum consumer_d = consumer ? text_datum(*consumer) : (Datum)0;
-    const char* consumer_null = consumer ? " " : "n";
-    const char* partitions_null = PG_ARGISNULL(4) ? "n" : " ";
-
-    std::vector<Pick> picks;
-    // 1. Rows stored pre-leased to this instance come back first, with their token.
-    {
-        std::string nulls = std::string("  ") + consumer_null + partitions_null + "  ";
-        uint64 rows = preleased_plan.execute({PointerGetDatum(instance.data()), TimestampTzGetDatum(now), consumer_d,
-                                              partitions, Int32GetDatum(partition_count), Int32GetDatum(max_rows)},
-                                             nulls.c_str());
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
-            Pick p;
-            p.id = uuid_from_datum(spi_value(r, 1, &isnull));
-            p.consumer = text_value(spi_value(r, 2, &isnull));
-            p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
-            p.token = DatumGetInt64(spi_value(r, 4, &isnull));
-            picks.push_back(std::move(p));
-        }
-        std::vector<core::Uuid> ids;
-        std::vector<std::string> consumers;
-        for (const Pick& p : picks) {
-            ids.push_back(p.id);
-            consumers.push_back(p.consumer);
-        }
-        forget_preleased_plan.execute({PointerGetDatum(instance.data()), uuid_array(ids), text_array(consumers),
-                                       TimestampTzGetDatum(now)});
+    if (consumer) {
+        c.consumer = text_datum(*consumer);
+        c.consumer_null = ' ';
     }
+
+    int64_t fresh_token = 0;
+    std::vector<Pick> picks = take_preleased(c);
     // Rows dead-lettered in a round leave room: look again so a worker is not sent to sleep
     // while due work waits (bounded: every round removes what it dead-letters).
     int handed = 0;
-    int64_t fresh_token = 0;
-    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     for (int round = 0; round < 8; ++round) {
-        // 2. Heads of streams (and rows without a stream), oldest due first.
-        struct Head {
-            std::string consumer;
-            core::Uuid stream{};
-            int64_t seq = 0;
-            std::size_t pick = 0;
-        };
         std::vector<Head> heads;
-        if (handed + static_cast<int>(picks.size()) < max_rows) {
-            std::string nulls = std::string(" ") + consumer_null + partitions_null + "  ";
-            uint64 rows = heads_plan.execute({TimestampTzGetDatum(now), consumer_d, partitions, Int32GetDatum(partition_count),
-                                              Int32GetDatum(max_rows - handed - static_cast<int>(picks.size()))},
-                                             nulls.c_str());
-            for (uint64 r = 0; r < rows; ++r) {
-                bool isnull = false, stream_null = false;
-                Pick p;
-                p.id = uuid_from_datum(spi_value(r, 1, &isnull));
-                p.consumer = text_value(spi_value(r, 2, &isnull));
-                p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
-                Datum stream = spi_value(r, 4, &stream_null);
-                if (!stream_null && max_per_stream > 1)
-                    heads.push_back({p.consumer, uuid_from_datum(stream), DatumGetInt64(spi_value(r, 5, &isnull)), picks.size()});
-                picks.push_back(std::move(p));
-            }
+        int room = c.max_rows - handed - static_cast<int>(picks.size());
+        if (room > 0) {
+            std::vector<Pick> more = take_heads(c, room, heads);
+            picks.insert(picks.end(), more.begin(), more.end());
         }
-        // 3. Followers: the consecutive ready rows after each head, up to p_max_per_stream per stream.
-        int room = max_rows - handed - static_cast<int>(picks.size());
-        if (!heads.empty() && room > 0) {
-            std::vector<std::string> consumers;
-            std::vector<core::Uuid> streams;
-            std::vector<int64_t> seqs;
-            for (const Head& h : heads) {
-                consumers.push_back(h.consumer);
-                streams.push_back(h.stream);
-                seqs.push_back(h.seq);
-            }
-            uint64 rows = followers_plan.execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
-                                                  TimestampTzGetDatum(now), Int32GetDatum(max_per_stream - 1)});
-            // Per head, the ready prefix (a row that is not ready holds back the rest of its stream).
-            std::vector<std::vector<Pick>> runs(heads.size());
-            std::vector<char> stopped(heads.size(), 0);
-            for (uint64 r = 0; r < rows; ++r) {
-                bool isnull = false;
-                std::size_t h = static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1;
-                if (stopped[h]) continue;
-                if (!DatumGetBool(spi_value(r, 4, &isnull))) {
-                    stopped[h] = 1;
-                    continue;
-                }
-                Pick p;
-                p.id = uuid_from_datum(spi_value(r, 2, &isnull));
-                p.consumer = heads[h].consumer;
-                p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
-                runs[h].push_back(std::move(p));
-            }
-            std::vector<core::Uuid> want_ids;
-            std::vector<std::string> want_consumers;
-            for (const auto& run : runs)
-                for (const Pick& p : run) {
-                    want_ids.push_back(p.id);
-                    want_consumers.push_back(p.consumer);
-                }
-            if (!want_ids.empty()) {
-                uint64 locked_rows =
-                    lock_followers_plan.execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(now)});
-                std::set<std::pair<core::Uuid, std::string>> locked;
-                for (uint64 r = 0; r < locked_rows; ++r) {
-                    bool isnull = false;
-                    locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
-                }
-                for (const auto& run : runs)
-                    for (const Pick& p : run) {
-                        if (room == 0 || !locked.count({p.id, p.consumer})) break;  // keep the run consecutive
-                        picks.push_back(p);
-                        --room;
-                    }
-            }
-        }
-
-        // 4. A row whose next delivery would exceed max_attempts goes to the dead letters instead.
-        std::vector<core::Uuid> dead_ids, ids;
-        std::vector<std::string> dead_consumers, consumers;
-        std::vector<int64_t> tokens;
-        for (const Pick& p : picks) {
-            if (p.attempts + 1 > max_attempts) {
-                dead_ids.push_back(p.id);
-                dead_consumers.push_back(p.consumer);
-                continue;
-            }
-            if (p.token == 0 && fresh_token == 0) {
-                next_token_plan.execute({});
-                bool isnull = false;
-                fresh_token = DatumGetInt64(spi_value(0, 1, &isnull));
-            }
-            ids.push_back(p.id);
-            consumers.push_back(p.consumer);
-            tokens.push_back(p.token != 0 ? p.token : fresh_token);
-        }
-        dead_letter(dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), now);
-
-        if (!ids.empty()) {
-            uint64 rows = hand_out_plan.execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
-                                                 PointerGetDatum(instance.data()), TimestampTzGetDatum(expiry)});
-            handed += static_cast<int>(rows);
-            pg_call([&] {
-                // Copy each row into the result before SPI_finish frees it.
-                for (uint64 r = 0; r < rows; ++r) {
-                    Datum values[14];
-                    bool nulls[14];
-                    for (int c = 0; c < 14; ++c)
-                        values[c] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1, &nulls[c]);
-                    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-                }
-            });
-        }
-        if (dead_ids.empty() || handed >= max_rows) break;
+        room = c.max_rows - handed - static_cast<int>(picks.size());
+        std::vector<Pick> followers = take_followers(c, heads, room);
+        picks.insert(picks.end(), followers.begin(), followers.end());
+        bool dead = false;
+        handed += hand_out(c, picks, max_attempts, fresh_token, rsinfo, dead);
+        if (!dead || handed >= c.max_rows) break;
         picks.clear();
     }
-
     spi.finish();
     return (Datum)0;
 }
