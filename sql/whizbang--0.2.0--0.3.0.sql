@@ -40,9 +40,12 @@ CREATE TABLE whizbang.wh_inbox_work (
 -- No index covers a lease column, and pages keep room for new row versions: a claim, renewal
 -- or release is a HOT update (no index entries written).
 WITH (fillfactor = 70);
--- Claim scans unfinished work in due order.
-CREATE INDEX wh_inbox_work_due ON whizbang.wh_inbox_work (scheduled_for) WHERE processed_at IS NULL;
--- Per-stream order: "is there an older unfinished row of this stream?" is one probe.
+-- Claims find rows without a stream in due order ...
+CREATE INDEX wh_inbox_work_due ON whizbang.wh_inbox_work (scheduled_for)
+    WHERE processed_at IS NULL AND stream_id IS NULL;
+-- ... and the head of each stream (its oldest unfinished row) by skipping from stream to
+-- stream in this index, so rows waiting behind a busy head are never visited. It also answers
+-- "is there an older unfinished row of this stream?" with one probe.
 CREATE INDEX wh_inbox_work_stream ON whizbang.wh_inbox_work (consumer, stream_id, stream_seq)
     WHERE stream_id IS NOT NULL AND processed_at IS NULL;
 -- Rows stored pre-leased to an instance (store_inbox_messages with p_instance_id) and not

@@ -53,22 +53,64 @@ CachedPlan forget_preleased_plan(
     "                          AND w.lease_expiry OPERATOR(pg_catalog.>) $4))",
     {UUIDOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
-// Heads: due, not under a live lease, and nothing older unfinished in their stream.
-CachedPlan heads_plan = CachedPlan::replanned(
-    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq"
+// Rows without a stream: due, not under a live lease, oldest due first. Read without locks:
+// lock_heads_plan takes the best candidates of both kinds.
+CachedPlan unstreamed_plan = CachedPlan::replanned(
+    "SELECT w.message_id, w.consumer::pg_catalog.text"
     "  FROM whizbang.wh_inbox_work w"
-    " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
+    " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $1)"
     "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
-    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(COALESCE(w.stream_id, w.message_id), $4)"
-    "        OPERATOR(pg_catalog.=) ANY ($3))"
-    "   AND (w.stream_id IS NULL OR NOT EXISTS ("
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(w.message_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
+    " ORDER BY w.scheduled_for LIMIT $5",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
+
+// Stream heads that could be handed out now, found by skipping from stream to stream through
+// wh_inbox_work_stream (a loose index scan) from a starting point that rotates between claims,
+// so every stream gets its turn. Read without locks: lock_heads_plan checks again.
+CachedPlan stream_heads_plan = CachedPlan::replanned(
+    "WITH RECURSIVE streams AS ("
+    "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+    "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
+    "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "      AND ($6 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($7::pg_catalog.text COLLATE \"C\", $8))"
+    "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
+    "  UNION ALL"
+    "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
+    "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+    "     WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
+    "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
+    "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)"
+    "SELECT h.message_id, h.consumer::pg_catalog.text, h.stream_id"
+    "  FROM streams s CROSS JOIN LATERAL ("
+    "    SELECT w.message_id, w.consumer, w.stream_id, w.scheduled_for, w.lease_expiry"
+    "      FROM whizbang.wh_inbox_work w"
+    "     WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
+    "       AND w.processed_at IS NULL"
+    "     ORDER BY w.stream_seq LIMIT 1) h"
+    " WHERE h.scheduled_for OPERATOR(pg_catalog.<=) $1"
+    "   AND (h.lease_expiry IS NULL OR h.lease_expiry OPERATOR(pg_catalog.<=) $1)"
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
+    " LIMIT $5",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID, BOOLOID, TEXTOID, UUIDOID});
+
+// Locks up to $4 candidates, oldest due first, without waiting (a candidate someone else just
+// took is skipped), checking again that each is still due, free and the oldest unfinished row
+// of its stream. Rows are locked as the LIMIT takes them: none is held for nothing.
+CachedPlan lock_heads_plan = CachedPlan::replanned(
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq"
+    "  FROM whizbang.wh_inbox_work w"
+    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
+    "   AND w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
+    "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $3)"
+    "   AND NOT EXISTS ("
     "        SELECT 1 FROM whizbang.wh_inbox_work o"
     "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
-    "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL))"
-    " ORDER BY w.scheduled_for LIMIT $5"
+    "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL)"
+    " ORDER BY w.scheduled_for LIMIT $4"
     " FOR UPDATE OF w SKIP LOCKED",
-    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
+    {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID});
 
 // The rows after each head of a stream, in order, and whether each could be handed out now.
 CachedPlan followers_plan = CachedPlan::replanned(
@@ -196,14 +238,68 @@ std::vector<Pick> take_preleased(const Claim& c) {
     return picks;
 }
 
-// 2. Heads of streams (and rows without a stream), oldest due first; `heads` gets the ones
-// with a stream, whose followers may come along.
+// Where the stream scan of the next claim starts in this backend: after the last stream it
+// looked at, so a deep backlog of streams is served in turn rather than lowest id first.
+struct StreamCursor {
+    std::string consumer;
+    core::Uuid stream{};
+    bool set = false;
+};
+StreamCursor stream_cursor;
+
+// Candidate stream heads (message id, consumer), up to `room`: from the cursor to the end,
+// then from the start. Moves the cursor to the last stream found.
+std::vector<std::pair<core::Uuid, std::string>> find_stream_heads(const Claim& c, int room) {
+    std::vector<std::pair<core::Uuid, std::string>> found;
+    StreamCursor last;
+    std::set<std::pair<core::Uuid, std::string>> seen;
+    for (int pass = 0; pass < 2 && static_cast<int>(found.size()) < room; ++pass) {
+        const bool from_start = pass == 1 || !stream_cursor.set;
+        const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', ' ', from_start ? 'n' : ' ',
+                              from_start ? 'n' : ' ', '\0'};
+        uint64 rows = stream_heads_plan.execute(
+            {TimestampTzGetDatum(c.now), c.consumer, c.partitions, Int32GetDatum(c.partition_count),
+             Int32GetDatum(room - static_cast<int>(found.size())), BoolGetDatum(from_start),
+             from_start ? (Datum)0 : text_datum(stream_cursor.consumer),
+             from_start ? (Datum)0 : PointerGetDatum(stream_cursor.stream.data())},
+            nulls);
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            std::pair<core::Uuid, std::string> key{uuid_from_datum(spi_value(r, 1, &isnull)),
+                                                   text_value(spi_value(r, 2, &isnull))};
+            if (seen.insert(key).second) found.push_back(key);
+            last = {key.second, uuid_from_datum(spi_value(r, 3, &isnull)), true};
+        }
+        if (from_start) break;
+    }
+    stream_cursor = last;  // nothing found: the next claim starts from the beginning
+    return found;
+}
+
+// 2. Heads: rows without a stream and the heads of streams, due and free, oldest due first;
+// `heads` gets the ones with a stream, whose followers may come along. Twice `room`
+// candidates are read, so that rows a concurrent claim takes first leave others to lock.
 std::vector<Pick> take_heads(const Claim& c, int room, std::vector<Head>& heads) {
+    const int wanted = room > INT32_MAX / 2 ? INT32_MAX : room * 2;
+    std::vector<std::pair<core::Uuid, std::string>> candidates = find_stream_heads(c, wanted);
     const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', '\0'};
-    uint64 rows = heads_plan.execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions,
-                                      Int32GetDatum(c.partition_count), Int32GetDatum(room)},
-                                     nulls);
+    uint64 rows = unstreamed_plan.execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions,
+                                           Int32GetDatum(c.partition_count), Int32GetDatum(wanted)},
+                                          nulls);
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        candidates.emplace_back(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
+    }
     std::vector<Pick> picks;
+    if (candidates.empty()) return picks;
+    std::vector<core::Uuid> ids;
+    std::vector<std::string> consumers;
+    for (const auto& [id, consumer] : candidates) {
+        ids.push_back(id);
+        consumers.push_back(consumer);
+    }
+    rows = lock_heads_plan.execute(
+        {uuid_array(ids), text_array(consumers), TimestampTzGetDatum(c.now), Int32GetDatum(room)});
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false, stream_null = false;
         Pick p = pick_from_row(r);
