@@ -37,8 +37,10 @@ DedupPlan::DedupPlan(const std::vector<DedupElement>& elements) : elements_(elem
             from = 0;  // a lookup counts every element if the id turns out to be on record
         }
         key.observations = static_cast<int>(members.size() - from);
-        for (std::size_t m = from; m < members.size() && !key.fingerprint; ++m)
-            if (elements[members[m]].fingerprint) key.fingerprint = &*elements[members[m]].fingerprint;
+        // The fingerprint an id is recorded with is that of the delivery that records it, and it
+        // never changes: a record without one never conflicts ("different non-null fingerprint").
+        if (key.recording_element >= 0 && elements[key.recording_element].fingerprint)
+            key.fingerprint = &*elements[key.recording_element].fingerprint;
 
         keys_.push_back(key);
         members_.push_back(std::move(members));
@@ -62,8 +64,8 @@ DedupResolution DedupPlan::resolve(const std::vector<StoredKey>& stored) const {
         }
 
         int conflicts = 0, uncounted = 0;
-        // Each element is compared with the reference fingerprint: for an id on record, the
-        // stored one; for an id this call recorded, the first fingerprint seen since.
+        // Each element is compared with the fingerprint on record: the stored one, or for an id
+        // this call recorded, that of its recording element.
         const std::string* reference = db.inserted || !db.fingerprint ? nullptr : &*db.fingerprint;
         for (int e : members) {
             const auto& fp = elements_[e].fingerprint;
@@ -82,7 +84,6 @@ DedupResolution DedupPlan::resolve(const std::vector<StoredKey>& stored) const {
                 ++conflicts;
             } else {
                 r.outcomes[e] = DedupOutcome::duplicate;
-                if (fp && !reference) reference = &*fp;
             }
         }
         if (conflicts || uncounted) r.adjustments.push_back({key.id, uncounted, conflicts});

@@ -34,7 +34,7 @@ struct DedupKey {
     // expired. -1 when every element of this id is expired: the id may only be looked up.
     int recording_element = -1;
     int observations = 0;                   // elements from recording_element on (all, for a lookup)
-    const std::string* fingerprint = nullptr;  // first non-null fingerprint from recording_element on
+    const std::string* fingerprint = nullptr;  // the recording element's fingerprint, if any
 };
 
 // What the database said about one key, in the order of DedupPlan::keys.

@@ -27,8 +27,7 @@ CachedPlan upsert_plan(
     "  (consumer, message_id, first_seen_at, observation_count, fingerprint)"
     " SELECT $1, u.id, $2, u.n, u.fp FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(id, n, fp)"
     " ON CONFLICT (consumer, message_id) DO UPDATE"
-    "  SET observation_count = d.observation_count OPERATOR(pg_catalog.+) excluded.observation_count,"
-    "      fingerprint = COALESCE(d.fingerprint, excluded.fingerprint)"
+    "  SET observation_count = d.observation_count OPERATOR(pg_catalog.+) excluded.observation_count"
     " RETURNING d.message_id, (d.xmax OPERATOR(pg_catalog.=) 0), d.fingerprint",
     {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, INT4ARRAYOID, BYTEAARRAYOID});
 

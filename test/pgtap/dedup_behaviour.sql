@@ -102,14 +102,14 @@ SELECT is((SELECT fingerprint FROM whizbang.wh_message_deduplication
             WHERE consumer = 'pay' AND message_id = '00000000-0000-4000-8000-00000000c001'),
           (SELECT v1 FROM fp), 'the first fingerprint stays on record');
 
--- An id recorded without fingerprint adopts the first one seen later.
+-- An id recorded without fingerprint keeps none: a conflict needs two non-null fingerprints.
 SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000c002', 'pay'), 'new', 'recorded without fingerprint');
 SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000c002', 'pay', (SELECT v1 FROM fp)), 'duplicate',
           'a later fingerprint is not a conflict');
-SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000c002', 'pay', (SELECT v2 FROM fp)), 'conflict',
-          'a different fingerprint after that is a conflict');
+SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000c002', 'pay', (SELECT v2 FROM fp)), 'duplicate',
+          'nor is another one after that: the record still has no fingerprint');
 SELECT results_eq($$SELECT * FROM pg_temp.record_of('pay', '00000000-0000-4000-8000-00000000c002')$$,
-                  $$VALUES (3, 1)$$, 'three observations, one conflict');
+                  $$VALUES (3, 0)$$, 'three observations, no conflict');
 
 -- The same in batches, against the record and inside the batch.
 SELECT results_eq(

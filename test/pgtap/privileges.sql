@@ -69,7 +69,7 @@ SELECT is((SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer
 -- ---------------------------------------------------------------------------------------
 
 SET LOCAL ROLE wb_test_app;
-SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000aa01', 'priv'), 'new',
+SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000aa01', 'priv', '\x01'::bytea), 'new',
           'with the documented grants: new');
 SELECT is(whizbang.dedup_insert('00000000-0000-4000-8000-00000000aa01', 'priv', '\x01'::bytea), 'duplicate',
           'with the documented grants: duplicate');

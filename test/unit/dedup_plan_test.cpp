@@ -52,10 +52,20 @@ TEST(DedupPlan, OnRecordIsDuplicateOrConflictByStoredFingerprint) {
     EXPECT_EQ(r.adjustments[0].observations, 0);
 }
 
-TEST(DedupPlan, NewIdComparesLaterElementsWithFirstFingerprintSeen) {
-    std::vector<DedupElement> in = {element(1), element(1, "x"), element(1, "y"), element(1, "x")};
-    DedupPlan plan(in);
-    auto r = plan.resolve({{true, std::string("x")}});
+TEST(DedupPlan, NewIdIsRecordedWithTheFingerprintOfItsRecordingElement) {
+    // Recorded without a fingerprint: later payloads cannot conflict with it.
+    std::vector<DedupElement> without = {element(1), element(1, "x"), element(1, "y")};
+    DedupPlan plain(without);
+    EXPECT_EQ(plain.keys()[0].fingerprint, nullptr);
+    auto r = plain.resolve({{true, std::nullopt}});
+    EXPECT_EQ(r.outcomes, (std::vector<O>{O::fresh, O::duplicate, O::duplicate}));
+    EXPECT_TRUE(r.adjustments.empty());
+    // Recorded with "x": "y" later in the batch conflicts, "x" and no fingerprint do not.
+    std::vector<DedupElement> with = {element(1, "x"), element(1), element(1, "y"), element(1, "x")};
+    DedupPlan fingerprinted(with);
+    ASSERT_NE(fingerprinted.keys()[0].fingerprint, nullptr);
+    EXPECT_EQ(*fingerprinted.keys()[0].fingerprint, "x");
+    r = fingerprinted.resolve({{true, std::string("x")}});
     EXPECT_EQ(r.outcomes, (std::vector<O>{O::fresh, O::duplicate, O::conflict, O::duplicate}));
     ASSERT_EQ(r.adjustments.size(), 1u);
     EXPECT_EQ(r.adjustments[0].conflicts, 1);
