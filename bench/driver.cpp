@@ -24,46 +24,11 @@
 // Output: a text table on stdout, a TSV (--tsv) and a markdown fragment (--md).
 // Connection parameters come from the usual PG* environment variables (or --dsn).
 
-#include <libpq-fe.h>
-
-#include <algorithm>
-#include <array>
-#include <atomic>
-#include <chrono>
-#include <cctype>
-#include <cinttypes>
-#include <cmath>
-#include <condition_variable>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <random>
-#include <sstream>
-#include <stdexcept>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include <sys/resource.h>
-#include <unistd.h>
+#include "common.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Uuid = std::array<std::uint8_t, 16>;
-
-constexpr unsigned kUuidArrayOid = 2951;  // uuid[]
-constexpr unsigned kUuidOid = 2950;
-constexpr unsigned kTextOid = 25;
-
-double seconds_since(Clock::time_point t0, Clock::time_point t1) {
-    return std::chrono::duration<double>(t1 - t0).count();
-}
+using namespace bench;
 
 // ---------------------------------------------------------------------------------------------
 // Options
@@ -87,15 +52,6 @@ struct Options {
     std::string md_path;
     bool skip_native = false;
 };
-
-std::vector<std::string> split(const std::string& s, char sep) {
-    std::vector<std::string> out;
-    std::string cur;
-    std::istringstream in(s);
-    while (std::getline(in, cur, sep))
-        if (!cur.empty()) out.push_back(cur);
-    return out;
-}
 
 [[noreturn]] void usage(const char* msg) {
     std::fprintf(stderr,
@@ -165,88 +121,7 @@ Options parse_options(int argc, char** argv) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Id generation (client side, before timing)
-
-class IdGenerator {
-public:
-    IdGenerator(bool v7, std::uint64_t seed) : v7_(v7), rng_(seed) {}
-
-    Uuid next() {
-        Uuid u{};
-        std::uint64_t a = rng_(), b = rng_();
-        if (!v7_) {
-            for (int i = 0; i < 8; ++i) u[i] = static_cast<std::uint8_t>(a >> (56 - 8 * i));
-            for (int i = 0; i < 8; ++i) u[8 + i] = static_cast<std::uint8_t>(b >> (56 - 8 * i));
-            u[6] = static_cast<std::uint8_t>((u[6] & 0x0f) | 0x40);
-            u[8] = static_cast<std::uint8_t>((u[8] & 0x3f) | 0x80);
-            return u;
-        }
-        // Version 7: 48-bit Unix ms, then 74 bits that are drawn fresh on a new millisecond and
-        // incremented within one, so ids from one generator are strictly increasing.
-        auto ms = static_cast<std::uint64_t>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::system_clock::now().time_since_epoch())
-                .count());
-        if (ms > last_ms_) {
-            last_ms_ = ms;
-            hi_ = a & 0xfff;                 // 12 bits (rand_a)
-            lo_ = b & 0x3fffffffffffffffULL;  // 62 bits (rand_b)
-        } else if (++lo_ > 0x3fffffffffffffffULL) {
-            lo_ = 0;
-            if (++hi_ > 0xfff) {  // 74 bits exhausted inside one ms: borrow the next ms
-                hi_ = 0;
-                ++last_ms_;
-            }
-        }
-        std::uint64_t m = last_ms_;
-        for (int i = 0; i < 6; ++i) u[i] = static_cast<std::uint8_t>(m >> (40 - 8 * i));
-        u[6] = static_cast<std::uint8_t>(0x70 | (hi_ >> 8));
-        u[7] = static_cast<std::uint8_t>(hi_ & 0xff);
-        u[8] = static_cast<std::uint8_t>(0x80 | (lo_ >> 56));
-        for (int i = 1; i < 8; ++i) u[8 + i] = static_cast<std::uint8_t>(lo_ >> (56 - 8 * i));
-        return u;
-    }
-
-private:
-    bool v7_;
-    std::mt19937_64 rng_;
-    std::uint64_t last_ms_ = 0, hi_ = 0, lo_ = 0;
-};
-
-std::string uuid_text(const Uuid& u) {
-    static const char* hex = "0123456789abcdef";
-    std::string s;
-    s.reserve(36);
-    for (int i = 0; i < 16; ++i) {
-        if (i == 4 || i == 6 || i == 8 || i == 10) s.push_back('-');
-        s.push_back(hex[u[i] >> 4]);
-        s.push_back(hex[u[i] & 15]);
-    }
-    return s;
-}
-
-void put_be32(std::string& s, std::uint32_t v) {
-    char b[4] = {static_cast<char>(v >> 24), static_cast<char>(v >> 16),
-                 static_cast<char>(v >> 8), static_cast<char>(v)};
-    s.append(b, 4);
-}
-
-// uuid[] in the binary array format of array_send: ndim, has-nulls, element type, then per
-// dimension length and lower bound, then each element as length + 16 bytes.
-std::string binary_uuid_array(const Uuid* ids, std::size_t n) {
-    std::string s;
-    s.reserve(20 + n * 20);
-    put_be32(s, 1);
-    put_be32(s, 0);
-    put_be32(s, kUuidOid);
-    put_be32(s, static_cast<std::uint32_t>(n));
-    put_be32(s, 1);
-    for (std::size_t i = 0; i < n; ++i) {
-        put_be32(s, 16);
-        s.append(reinterpret_cast<const char*>(ids[i].data()), 16);
-    }
-    return s;
-}
+// Payloads (client side, before timing)
 
 // COPY text rows "consumer<TAB>uuid\n".
 std::string copy_rows(const std::string& consumer, const Uuid* ids, std::size_t n) {
@@ -305,116 +180,6 @@ std::map<std::string, Method> method_table() {
     m["copy"] = {"copy", "(c) COPY", "bench.dedup_copy", Kind::Copy, false, false, false, -1,
                  false, "COPY bench.dedup_copy (consumer, message_id) FROM STDIN"};
     return m;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Connections
-
-struct PgResult {
-    PGresult* r;
-    explicit PgResult(PGresult* p) : r(p) {}
-    ~PgResult() { PQclear(r); }
-    PgResult(const PgResult&) = delete;
-    PgResult& operator=(const PgResult&) = delete;
-};
-
-PGconn* connect_or_die(const std::string& dsn) {
-    PGconn* c = PQconnectdb(dsn.c_str());
-    if (PQstatus(c) != CONNECTION_OK) {
-        std::fprintf(stderr, "connection failed: %s", PQerrorMessage(c));
-        std::exit(1);
-    }
-    PQclear(PQexec(c, "SET application_name = 'whizbang-bench'"));
-    return c;
-}
-
-std::string one_line(const char* msg) {
-    std::string s = msg ? msg : "";
-    for (auto& ch : s)
-        if (ch == '\n' || ch == '\t' || ch == '|') ch = ' ';
-    while (!s.empty() && s.back() == ' ') s.pop_back();
-    return s;
-}
-
-// Runs a statement that must succeed; returns the first value of the first row ("" if none).
-std::string exec_admin(PGconn* c, const std::string& sql) {
-    PgResult r(PQexec(c, sql.c_str()));
-    auto st = PQresultStatus(r.r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
-        throw std::runtime_error(sql + ": " + one_line(PQerrorMessage(c)));
-    if (st == PGRES_TUPLES_OK && PQntuples(r.r) > 0 && PQnfields(r.r) > 0)
-        return PQgetvalue(r.r, 0, 0);
-    return "";
-}
-
-// Sends one COPY FROM STDIN with the given text rows; returns rows copied or throws.
-long copy_in(PGconn* c, const std::string& sql, const std::string& rows) {
-    {
-        PgResult r(PQexec(c, sql.c_str()));
-        if (PQresultStatus(r.r) != PGRES_COPY_IN)
-            throw std::runtime_error("COPY did not start: " + one_line(PQerrorMessage(c)));
-    }
-    bool ok = PQputCopyData(c, rows.data(), static_cast<int>(rows.size())) == 1;
-    ok = PQputCopyEnd(c, ok ? nullptr : "client could not send data") == 1 && ok;
-    long n = -1;
-    std::string err;
-    while (PGresult* res = PQgetResult(c)) {
-        if (PQresultStatus(res) == PGRES_COMMAND_OK) n = std::atol(PQcmdTuples(res));
-        else err = one_line(PQresultErrorMessage(res));
-        PQclear(res);
-    }
-    if (!ok || n < 0) throw std::runtime_error("COPY failed: " + (err.empty() ? one_line(PQerrorMessage(c)) : err));
-    return n;
-}
-
-// CPU time a local process has used, in seconds (schedstat: ns on CPU; else stat: ticks);
-// negative when it cannot be read (server on another machine).
-double process_cpu_seconds(int pid) {
-    std::ifstream ss("/proc/" + std::to_string(pid) + "/schedstat");
-    unsigned long long ns = 0;
-    if (ss >> ns) return ns / 1e9;
-    std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(st, line)) return -1;
-    auto close = line.rfind(')');
-    if (close == std::string::npos) return -1;
-    std::istringstream in(line.substr(close + 2));
-    std::string field;
-    unsigned long long ut = 0, stt = 0;
-    for (int i = 3; i <= 15 && in >> field; ++i) {
-        if (i == 14) ut = std::stoull(field);
-        if (i == 15) stt = std::stoull(field);
-    }
-    return static_cast<double>(ut + stt) / sysconf(_SC_CLK_TCK);
-}
-
-double backends_cpu_seconds(const std::vector<int>& pids) {
-    double sum = 0;
-    for (int p : pids) {
-        double c = process_cpu_seconds(p);
-        if (c < 0) return -1;
-        sum += c;
-    }
-    return sum;
-}
-
-// Busy CPU seconds of the whole machine (all cores) from /proc/stat; negative if unreadable.
-double machine_busy_seconds() {
-    std::ifstream st("/proc/stat");
-    std::string cpu;
-    unsigned long long v[8] = {};
-    if (!(st >> cpu) || cpu != "cpu") return -1;
-    for (auto& x : v)
-        if (!(st >> x)) return -1;
-    // user nice system idle iowait irq softirq steal: everything but idle and iowait
-    return static_cast<double>(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / sysconf(_SC_CLK_TCK);
-}
-
-// CPU seconds of this process, all threads.
-double self_cpu_seconds() {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -485,7 +250,6 @@ struct Worker {
     std::size_t next = 0;          // next payload to send
     // results of the timed phase
     long timed_ids = 0, timed_calls = 0, sent_ids = 0;
-    double end_s = 0;
     bool exhausted = false;
     long mismatches = 0;
     std::string first_problem;
@@ -501,7 +265,6 @@ struct Worker {
         payloads.shrink_to_fit();
         warm_batches = next = 0;
         timed_ids = timed_calls = sent_ids = 0;
-        end_s = 0;
         exhausted = false;
         mismatches = 0;
         first_problem.clear();
@@ -532,146 +295,6 @@ struct Worker {
     }
 };
 
-// A start line for the timed phase: the coordinator releases all threads at once.
-class StartGate {
-public:
-    void arrive_and_wait() {
-        std::unique_lock<std::mutex> lk(mu_);
-        ++arrived_;
-        cv_.notify_all();
-        cv_.wait(lk, [&] { return open_; });
-    }
-    void wait_for(int n) {
-        std::unique_lock<std::mutex> lk(mu_);
-        cv_.wait(lk, [&] { return arrived_ >= n; });
-    }
-    void open() {
-        std::lock_guard<std::mutex> lk(mu_);
-        open_ = true;
-        cv_.notify_all();
-    }
-
-private:
-    std::mutex mu_;
-    std::condition_variable cv_;
-    int arrived_ = 0;
-    bool open_ = false;
-};
-
-template <typename F>
-void for_each_worker(std::vector<std::unique_ptr<Worker>>& ws, F f) {
-    std::vector<std::thread> ts;
-    for (std::size_t i = 0; i < ws.size(); ++i) ts.emplace_back([&, i] { f(*ws[i], i); });
-    for (auto& t : ts) t.join();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Results
-
-struct CellResult {
-    std::string method, label, mode;
-    int batch = 0, conns = 0;
-    long ids = 0, calls = 0;
-    double secs = 0, ids_per_s = 0, calls_per_s = 0, p50 = 0, p99 = 0, wal_per_id = 0;
-    double cpu_us_per_id = -1;  // CPU of the connections' server backends, per id
-    double client_cpu_pct = -1;  // driver CPU, % of the machine during the timed window
-    double other_cpu_pct = -1;   // everything else (other server processes, other work), same unit
-    int attempts = 1;            // windows measured for this result (disturbed ones are repeated)
-    std::string check = "ok";
-    bool valid = false;  // produced a usable figure
-    int rounds = 1;
-    double min_ids_per_s = 0, max_ids_per_s = 0;  // across rounds
-};
-
-// Folds the rounds of each cell into one result: the median ids/s (for an even count, the mean
-// of the middle two), the other columns from the round nearest to it, and the min-max spread.
-std::vector<CellResult> aggregate(const std::vector<CellResult>& all, double max_other) {
-    std::vector<CellResult> out;
-    std::vector<std::vector<const CellResult*>> groups;
-    for (auto& r : all) {
-        bool placed = false;
-        for (auto& g : groups)
-            if (g[0]->method == r.method && g[0]->mode == r.mode && g[0]->batch == r.batch) {
-                g.push_back(&r);
-                placed = true;
-                break;
-            }
-        if (!placed) groups.push_back({&r});
-    }
-    for (auto& g : groups) {
-        std::vector<double> v;
-        std::string checks;
-        bool valid = true;
-        for (auto* r : g) {
-            v.push_back(r->ids_per_s);
-            valid = valid && r->valid;
-            if (r->check != "ok" && checks.find(r->check) == std::string::npos)
-                checks += (checks.empty() ? "" : "; ") + r->check;
-        }
-        std::sort(v.begin(), v.end());
-        double med = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-        const CellResult* rep = g[0];
-        for (auto* r : g)
-            if (std::fabs(r->ids_per_s - med) < std::fabs(rep->ids_per_s - med)) rep = r;
-        std::vector<double> cpu;
-        for (auto* r : g)
-            if (r->cpu_us_per_id >= 0) cpu.push_back(r->cpu_us_per_id);
-        std::sort(cpu.begin(), cpu.end());
-        CellResult c = *rep;
-        c.ids_per_s = med;
-        if (cpu.size() == g.size())
-            c.cpu_us_per_id = cpu.size() % 2 ? cpu[cpu.size() / 2]
-                                             : (cpu[cpu.size() / 2 - 1] + cpu[cpu.size() / 2]) / 2;
-        c.rounds = static_cast<int>(g.size());
-        c.min_ids_per_s = v.front();
-        c.max_ids_per_s = v.back();
-        c.valid = valid;
-        c.check = checks.empty() ? "ok" : checks;
-        int repeated = 0, disturbed = 0;
-        double worst = 0;
-        for (auto* r : g) {
-            repeated += r->attempts - 1;
-            if (r->other_cpu_pct > max_other) {
-                ++disturbed;
-                worst = std::max(worst, r->other_cpu_pct);
-            }
-        }
-        if (repeated) c.check += "; " + std::to_string(repeated) + " window(s) repeated";
-        if (disturbed)
-            c.check += "; " + std::to_string(disturbed) + " of " + std::to_string(g.size()) +
-                       " round(s) disturbed (other up to " + std::to_string(static_cast<int>(worst)) + " %)";
-        out.push_back(c);
-    }
-    return out;
-}
-
-double percentile(std::vector<double>& v, double p) {
-    if (v.empty()) return 0;
-    std::size_t k = static_cast<std::size_t>(std::ceil(p * v.size())) - 1;
-    k = std::min(k, v.size() - 1);
-    std::nth_element(v.begin(), v.begin() + k, v.end());
-    return v[k];
-}
-
-std::string fmt(const char* f, double v) {
-    char b[64];
-    std::snprintf(b, sizeof b, f, v);
-    return b;
-}
-
-std::string fmt_int(double v) {
-    std::string s = std::to_string(static_cast<long long>(std::llround(v)));
-    std::string out;
-    int n = 0;
-    for (auto it = s.rbegin(); it != s.rend(); ++it) {
-        if (n && n % 3 == 0 && *it != '-') out.insert(out.begin(), ',');
-        out.insert(out.begin(), *it);
-        ++n;
-    }
-    return out;
-}
-
-// ---------------------------------------------------------------------------------------------
 // One cell
 
 CellResult run_cell(const Options& o, const Method& m, const std::string& mode, int batch,
@@ -750,69 +373,40 @@ CellResult run_cell(const Options& o, const Method& m, const std::string& mode, 
     }
 
     // Timed phase.
-    StartGate gate;
-    Clock::time_point start;
-    std::mutex start_mu;
-    std::vector<std::thread> ts;
-    for (auto& wp : ws) {
-        Worker* w = wp.get();
-        ts.emplace_back([&, w] {
-            const std::size_t total = w->payloads.size();
-            w->lat_ms.reserve(dup ? 1 << 16 : total);
-            gate.arrive_and_wait();
-            Clock::time_point t_start;
-            {
-                std::lock_guard<std::mutex> lk(start_mu);
-                t_start = start;
+    for (auto& w : ws) w->lat_ms.reserve(dup ? 1 << 16 : w->payloads.size());
+    std::vector<PGconn*> conns;
+    for (auto& w : ws) conns.push_back(w->conn);
+    Window win = timed_window(admin, conns, o.seconds, [&](std::size_t i, Clock::time_point deadline) {
+        Worker* w = ws[i].get();
+        const std::size_t total = w->payloads.size();
+        CallCheck chk{dup, false, nullptr};
+        for (;;) {
+            auto t0 = Clock::now();
+            if (t0 >= deadline) break;
+            if (w->next >= total) {
+                if (!dup) { w->exhausted = true; break; }
+                w->next = 0;  // every id of the pool is on record: still all duplicates
             }
-            const auto deadline = t_start + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(o.seconds));
-            CallCheck chk{dup, false, nullptr};
-            for (;;) {
-                auto t0 = Clock::now();
-                if (t0 >= deadline) break;
-                if (w->next >= total) {
-                    if (!dup) { w->exhausted = true; break; }
-                    w->next = 0;  // every id of the pool is on record: still all duplicates
-                }
-                std::string problem = run_call(w->conn, m, w->payloads[w->next], batch, consumer, chk);
-                auto t1 = Clock::now();
-                ++w->next;
-                if (problem.rfind("ERROR:", 0) == 0) { w->note(problem); break; }
-                w->note(problem);
-                w->lat_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-                w->timed_ids += batch;
-                w->sent_ids += batch;
-                ++w->timed_calls;
-            }
-            w->end_s = seconds_since(t_start, Clock::now());
-        });
-    }
-    std::vector<int> backend_pids;
-    for (auto& w : ws) backend_pids.push_back(PQbackendPID(w->conn));
-    gate.wait_for(static_cast<int>(ws.size()));
-    std::string lsn0 = exec_admin(admin, "SELECT pg_current_wal_insert_lsn()");
-    double cpu0 = backends_cpu_seconds(backend_pids);
-    double busy0 = machine_busy_seconds(), self0 = self_cpu_seconds();
-    {
-        std::lock_guard<std::mutex> lk(start_mu);
-        start = Clock::now();
-    }
-    gate.open();
-    for (auto& t : ts) t.join();
-    double cpu1 = backends_cpu_seconds(backend_pids);
-    double busy1 = machine_busy_seconds(), self1 = self_cpu_seconds();
-    double window = seconds_since(start, Clock::now());
-    std::string wal = exec_admin(admin, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '" + lsn0 + "')");
+            std::string problem = run_call(w->conn, m, w->payloads[w->next], batch, consumer, chk);
+            auto t1 = Clock::now();
+            ++w->next;
+            if (problem.rfind("ERROR:", 0) == 0) { w->note(problem); break; }
+            w->note(problem);
+            w->lat_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            w->timed_ids += batch;
+            w->sent_ids += batch;
+            ++w->timed_calls;
+        }
+    });
 
     std::vector<double> lat;
     std::vector<std::string> problems;
     long mismatches = 0;
     bool exhausted = false;
+    res.secs = win.secs;
     for (auto& w : ws) {
         res.ids += w->timed_ids;
         res.calls += w->timed_calls;
-        res.secs = std::max(res.secs, w->end_s);
         lat.insert(lat.end(), w->lat_ms.begin(), w->lat_ms.end());
         mismatches += w->mismatches;
         exhausted = exhausted || w->exhausted;
@@ -824,13 +418,10 @@ CellResult run_cell(const Options& o, const Method& m, const std::string& mode, 
     }
     res.p50 = percentile(lat, 0.50);
     res.p99 = percentile(lat, 0.99);
-    if (res.ids > 0) res.wal_per_id = std::atof(wal.c_str()) / res.ids;
-    if (res.ids > 0 && cpu0 >= 0 && cpu1 >= 0) res.cpu_us_per_id = (cpu1 - cpu0) * 1e6 / res.ids;
-    if (cpu0 >= 0 && cpu1 >= 0 && busy0 >= 0 && busy1 >= 0 && window > 0) {
-        double capacity = window * std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-        res.client_cpu_pct = 100.0 * (self1 - self0) / capacity;
-        res.other_cpu_pct = std::max(0.0, 100.0 * ((busy1 - busy0) - (cpu1 - cpu0) - (self1 - self0)) / capacity);
-    }
+    if (res.ids > 0) res.wal_per_id = win.wal_bytes / res.ids;
+    if (res.ids > 0 && win.backend_cpu_s >= 0) res.cpu_us_per_id = win.backend_cpu_s * 1e6 / res.ids;
+    res.client_cpu_pct = win.client_cpu_pct;
+    res.other_cpu_pct = win.other_cpu_pct;
 
     // Table check: what is on record must match what was sent.
     std::vector<std::string> notes;
@@ -1043,9 +634,8 @@ int main(int argc, char** argv) {
                 if (m.kind == Kind::Copy && mode == "dup") continue;  // COPY cannot take duplicates
                 // A window in which other work took more than --max-other % of the cores is
                 // measured again (up to --retries times); the least disturbed attempt is kept.
-                CellResult r;
-                int tries = 0;
-                for (int attempt = 0; attempt <= o.retries; ++attempt) {
+                std::string what = m.name + " " + mode + " batch " + std::to_string(b);
+                CellResult r = measure_cell(o.retries, o.max_other, budget, what, [&] {
                     CellResult a;
                     try {
                         a = run_cell(o, m, mode, b, admin, ws);
@@ -1056,15 +646,8 @@ int main(int argc, char** argv) {
                         a.batch = b;
                         a.check = e.what();
                     }
-                    ++tries;
-                    if (attempt == 0 || !a.valid || a.other_cpu_pct < r.other_cpu_pct) r = a;
-                    if (!a.valid || a.other_cpu_pct < 0 || a.other_cpu_pct <= o.max_other) break;
-                    if (attempt == o.retries || budget <= 0) break;
-                    --budget;
-                    std::fprintf(stderr, "  %s %s batch %d: %.0f%% of the cores went to other work, measuring again\n",
-                                 m.name.c_str(), mode.c_str(), b, a.other_cpu_pct);
-                }
-                r.attempts = tries;
+                    return a;
+                });
                 std::printf("%-30s %-13s %6d %12s %10s %8.3f %8.3f %9.2f %7.0f %7.0f %8.0f  %s%s\n", r.label.c_str(),
                             mode_name(r.mode).c_str(), r.batch, fmt_int(r.ids_per_s).c_str(),
                             fmt_int(r.calls_per_s).c_str(), r.p50, r.p99, r.cpu_us_per_id, r.client_cpu_pct,

@@ -1,0 +1,153 @@
+-- Baselines the native inbox functions are measured against (bench/inbox loads this; it needs
+-- the extension: the tables are copied from whizbang's and partitions come from
+-- whizbang.partition_of, so every method writes the same rows).
+--
+-- Tables. Every method writes into its own copy of whizbang's inbox tables, made with
+-- LIKE ... INCLUDING ALL (columns, collations, defaults, constraints, indexes, partial indexes,
+-- storage) plus the same reloptions (fillfactor), so no method benefits from another's rows or
+-- caches and every method maintains the same indexes:
+--   bench.ib_<m>_dedup  = whizbang.wh_message_deduplication
+--   bench.ib_<m>_inbox  = whizbang.wh_inbox        (the message)
+--   bench.ib_<m>_work   = whizbang.wh_inbox_work   (its work state)
+-- for m = plpgsql (a), plain (b), copy (c); and bench.ib_cycle_inbox / bench.ib_cycle_work for
+-- the claim-cycle reference (r).
+--
+-- The seed keeps message and work state in one wh_inbox table. The baselines use whizbang's
+-- two tables instead, so that all methods do the same writes per new message: one dedup row,
+-- one message row, one work row and the same index entries (dedup: primary key + first_seen_at;
+-- message: primary key; work: primary key + the partial due index). A one-table baseline
+-- would write one heap row and one primary-key entry less per message; the ratios would then
+-- mix the cost of the two-table design into the cost of the implementation.
+--
+--   (a) bench.store_inbox_messages_plpgsql: the seed's PL/pgSQL loop (seed 000,
+--       021_StoreInboxMessages.sql): per element of jsonb_array_elements one INSERT into the
+--       dedup table ON CONFLICT ON CONSTRAINT ... DO NOTHING, GET DIAGNOSTICS ROW_COUNT, and
+--       if new: the partition, the INSERT of the message (here: message row + work row, see
+--       above) and RETURN QUERY of the result row.
+--   (b) the plain set-based statement and (c) COPY are prepared / sent by the driver
+--       (bench/inbox.cpp); (r), the claim-cycle reference, too.
+--
+-- Not in the baselines (whizbang does them; none is exercised by the benchmark's messages):
+-- stream numbering (wh_inbox_streams; the messages have no StreamId), pre-leasing to an
+-- instance (p_instance_id is NULL), the replay-horizon check of SentAt (every SentAt is recent)
+-- and delivery counting of duplicates (every message is new).
+
+CREATE SCHEMA IF NOT EXISTS bench;
+
+DO $$
+DECLARE
+  m text;
+  pair text[];
+  src regclass;
+  opts text[];
+BEGIN
+  FOREACH pair SLICE 1 IN ARRAY ARRAY[
+      ['ib_plpgsql_dedup', 'whizbang.wh_message_deduplication'], ['ib_plpgsql_inbox', 'whizbang.wh_inbox'],
+      ['ib_plpgsql_work', 'whizbang.wh_inbox_work'],
+      ['ib_plain_dedup', 'whizbang.wh_message_deduplication'], ['ib_plain_inbox', 'whizbang.wh_inbox'],
+      ['ib_plain_work', 'whizbang.wh_inbox_work'],
+      ['ib_copy_dedup', 'whizbang.wh_message_deduplication'], ['ib_copy_inbox', 'whizbang.wh_inbox'],
+      ['ib_copy_work', 'whizbang.wh_inbox_work'],
+      ['ib_cycle_inbox', 'whizbang.wh_inbox'], ['ib_cycle_work', 'whizbang.wh_inbox_work']] LOOP
+    m := pair[1];
+    src := pair[2]::regclass;
+    EXECUTE format('DROP TABLE IF EXISTS bench.%I CASCADE', m);
+    EXECUTE format('CREATE TABLE bench.%I (LIKE %s INCLUDING ALL)', m, src);
+    SELECT reloptions INTO opts FROM pg_class WHERE oid = src;
+    IF opts IS NOT NULL THEN
+      EXECUTE format('ALTER TABLE bench.%I SET (%s)', m, array_to_string(opts, ', '));
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- (a) The seed's loop. Same signature and result as whizbang.store_inbox_messages.
+CREATE OR REPLACE FUNCTION bench.store_inbox_messages_plpgsql(
+  p_messages        jsonb,
+  p_instance_id     uuid        DEFAULT NULL,
+  p_lease_expiry    timestamptz DEFAULT NULL,
+  p_now             timestamptz DEFAULT now(),
+  p_partition_count int         DEFAULT 10000,
+  p_consumer        text        DEFAULT '')
+RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+  v_msg       record;
+  v_was_new   int;
+  v_partition int;
+BEGIN
+  FOR v_msg IN
+    SELECT (e->>'MessageId')::uuid                  AS msg_id,
+           e->>'HandlerName'                        AS handler_name,
+           e->>'MessageType'                        AS message_type,
+           e->'Envelope'                            AS envelope,
+           e->'Metadata'                            AS metadata,
+           e->'Scope'                               AS scope,
+           (e->>'StreamId')::uuid                   AS stream_id,
+           coalesce((e->>'IsEvent')::boolean, false) AS is_event,
+           (e->>'SentAt')::timestamptz              AS sent_at,
+           (e->>'ScheduledFor')::timestamptz        AS scheduled_for
+      FROM jsonb_array_elements(p_messages) AS e
+  LOOP
+    -- Deduplication: if message_id is already on record, this inserts nothing.
+    INSERT INTO bench.ib_plpgsql_dedup (consumer, message_id, first_seen_at)
+    VALUES (p_consumer, v_msg.msg_id, p_now)
+    ON CONFLICT ON CONSTRAINT ib_plpgsql_dedup_pkey DO NOTHING;
+
+    GET DIAGNOSTICS v_was_new = ROW_COUNT;
+
+    IF v_was_new = 1 THEN
+      -- Partition for stream-based load balancing; stored without a lease (claimable now).
+      v_partition := whizbang.partition_of(coalesce(v_msg.stream_id, v_msg.msg_id), p_partition_count);
+
+      INSERT INTO bench.ib_plpgsql_inbox (consumer, message_id, handler_name, message_type, envelope, metadata,
+                                          scope, stream_id, is_event, sent_at, received_at)
+      VALUES (p_consumer, v_msg.msg_id, v_msg.handler_name, v_msg.message_type, v_msg.envelope, v_msg.metadata,
+              v_msg.scope, v_msg.stream_id, v_msg.is_event, v_msg.sent_at, p_now)
+      ON CONFLICT ON CONSTRAINT ib_plpgsql_inbox_pkey DO NOTHING;
+
+      INSERT INTO bench.ib_plpgsql_work (consumer, message_id, stream_id, partition_number, scheduled_for)
+      VALUES (p_consumer, v_msg.msg_id, v_msg.stream_id, v_partition, coalesce(v_msg.scheduled_for, p_now))
+      ON CONFLICT ON CONSTRAINT ib_plpgsql_work_pkey DO NOTHING;
+
+      RETURN QUERY SELECT v_msg.msg_id, v_msg.stream_id, (v_was_new = 1);
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- The copies must match whizbang's tables column for column, index for index and in their
+-- reloptions; stop here if they do not.
+CREATE FUNCTION pg_temp.table_shape(t regclass) RETURNS text LANGUAGE sql AS $$
+  SELECT concat_ws(' | ',
+    (SELECT string_agg(format('%s %s %s %s %s', attname, format_type(atttypid, atttypmod), attnotnull,
+                              attcollation, pg_get_expr(d.adbin, d.adrelid)), ', ' ORDER BY attnum)
+       FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+      WHERE attrelid = t AND attnum > 0 AND NOT attisdropped),
+    (SELECT string_agg(def, ', ' ORDER BY def COLLATE "C")
+       FROM (SELECT regexp_replace(pg_get_indexdef(indexrelid), 'INDEX \S+ ON \S+ ', 'INDEX ON ') AS def
+               FROM pg_index WHERE indrelid = t) i),
+    (SELECT array_to_string(reloptions, ',') FROM pg_class WHERE oid = t))
+$$;
+
+DO $$
+DECLARE
+  pair text[];
+BEGIN
+  FOREACH pair SLICE 1 IN ARRAY ARRAY[
+      ['bench.ib_plpgsql_dedup', 'whizbang.wh_message_deduplication'], ['bench.ib_plpgsql_inbox', 'whizbang.wh_inbox'],
+      ['bench.ib_plpgsql_work', 'whizbang.wh_inbox_work'],
+      ['bench.ib_plain_dedup', 'whizbang.wh_message_deduplication'], ['bench.ib_plain_inbox', 'whizbang.wh_inbox'],
+      ['bench.ib_plain_work', 'whizbang.wh_inbox_work'],
+      ['bench.ib_copy_dedup', 'whizbang.wh_message_deduplication'], ['bench.ib_copy_inbox', 'whizbang.wh_inbox'],
+      ['bench.ib_copy_work', 'whizbang.wh_inbox_work'],
+      ['bench.ib_cycle_inbox', 'whizbang.wh_inbox'], ['bench.ib_cycle_work', 'whizbang.wh_inbox_work']] LOOP
+    IF pg_temp.table_shape(pair[1]::regclass) IS DISTINCT FROM pg_temp.table_shape(pair[2]::regclass) THEN
+      RAISE EXCEPTION '% differs from %', pair[1], pair[2]
+        USING DETAIL = format('expected: %s; got: %s', pg_temp.table_shape(pair[2]::regclass),
+                              pg_temp.table_shape(pair[1]::regclass));
+    END IF;
+  END LOOP;
+END
+$$;
