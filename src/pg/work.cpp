@@ -53,16 +53,17 @@ CachedPlan forget_preleased_plan(
     "                          AND w.lease_expiry OPERATOR(pg_catalog.>) $4))",
     {UUIDOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
-// Rows without a stream: due, not under a live lease, oldest due first. Read without locks:
-// lock_heads_plan takes the best candidates of both kinds.
+// Rows without a stream: due, not under a live lease, oldest due first, locked without
+// waiting as the LIMIT takes them (rows another claim holds are skipped, none is over-locked).
 CachedPlan unstreamed_plan = CachedPlan::replanned(
-    "SELECT w.message_id, w.consumer::pg_catalog.text"
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts"
     "  FROM whizbang.wh_inbox_work w"
     " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $1)"
     "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
     "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(w.message_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
-    " ORDER BY w.scheduled_for LIMIT $5",
+    " ORDER BY w.scheduled_for LIMIT $5"
+    " FOR UPDATE OF w SKIP LOCKED",
     {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
 
 // Stream heads that could be handed out now, found by skipping from stream to stream through
@@ -276,37 +277,62 @@ std::vector<std::pair<core::Uuid, std::string>> find_stream_heads(const Claim& c
     return found;
 }
 
-// 2. Heads: rows without a stream and the heads of streams, due and free, oldest due first;
-// `heads` gets the ones with a stream, whose followers may come along. Twice `room`
-// candidates are read, so that rows a concurrent claim takes first leave others to lock.
-std::vector<Pick> take_heads(const Claim& c, int room, std::vector<Head>& heads) {
-    const int wanted = room > INT32_MAX / 2 ? INT32_MAX : room * 2;
-    std::vector<std::pair<core::Uuid, std::string>> candidates = find_stream_heads(c, wanted);
+// Locks up to `room` stream heads. Candidates are read without locks and then locked without
+// waiting, so a concurrent claim may take some first: then the scan goes on past them (the
+// cursor moves), a few times at most, instead of answering short while heads are free.
+std::vector<Pick> take_stream_heads(const Claim& c, int room, std::vector<Head>& heads) {
+    std::vector<Pick> picks;
+    std::set<std::pair<core::Uuid, std::string>> taken;
+    for (int attempt = 0; attempt < 4 && static_cast<int>(picks.size()) < room; ++attempt) {
+        const int want = room - static_cast<int>(picks.size());
+        const int wanted = want > INT32_MAX / 2 ? INT32_MAX : want * 2;
+        std::vector<std::pair<core::Uuid, std::string>> found = find_stream_heads(c, wanted);
+        std::vector<core::Uuid> ids;
+        std::vector<std::string> consumers;
+        for (const auto& [id, consumer] : found)
+            if (!taken.count({id, consumer})) {
+                ids.push_back(id);
+                consumers.push_back(consumer);
+            }
+        if (ids.empty()) break;
+        uint64 rows = lock_heads_plan.execute(
+            {uuid_array(ids), text_array(consumers), TimestampTzGetDatum(c.now), Int32GetDatum(want)});
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            Pick p = pick_from_row(r);
+            taken.emplace(p.id, p.consumer);
+            if (c.max_per_stream > 1)
+                heads.push_back({p.consumer, uuid_from_datum(spi_value(r, 4, &isnull)), DatumGetInt64(spi_value(r, 5, &isnull))});
+            picks.push_back(std::move(p));
+        }
+        if (static_cast<int>(found.size()) < wanted) break;  // every stream was looked at
+    }
+    return picks;
+}
+
+// Locks up to `room` rows without a stream.
+std::vector<Pick> take_unstreamed(const Claim& c, int room) {
     const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', '\0'};
     uint64 rows = unstreamed_plan.execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions,
-                                           Int32GetDatum(c.partition_count), Int32GetDatum(wanted)},
+                                           Int32GetDatum(c.partition_count), Int32GetDatum(room)},
                                           nulls);
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        candidates.emplace_back(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
-    }
     std::vector<Pick> picks;
-    if (candidates.empty()) return picks;
-    std::vector<core::Uuid> ids;
-    std::vector<std::string> consumers;
-    for (const auto& [id, consumer] : candidates) {
-        ids.push_back(id);
-        consumers.push_back(consumer);
-    }
-    rows = lock_heads_plan.execute(
-        {uuid_array(ids), text_array(consumers), TimestampTzGetDatum(c.now), Int32GetDatum(room)});
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false, stream_null = false;
-        Pick p = pick_from_row(r);
-        Datum stream = spi_value(r, 4, &stream_null);
-        if (!stream_null && c.max_per_stream > 1)
-            heads.push_back({p.consumer, uuid_from_datum(stream), DatumGetInt64(spi_value(r, 5, &isnull))});
-        picks.push_back(std::move(p));
+    for (uint64 r = 0; r < rows; ++r) picks.push_back(pick_from_row(r));
+    return picks;
+}
+
+// 2. Heads: stream heads and rows without a stream, due and free. Which kind fills the claim
+// first alternates between claims of a backend, so neither kind can starve the other (DESIGN
+// orders rows within a stream, not across streams). `heads` gets the stream heads, whose
+// followers may come along.
+std::vector<Pick> take_heads(const Claim& c, int room, std::vector<Head>& heads) {
+    static unsigned claims = 0;
+    const bool streams_first = (claims++ & 1u) == 0;
+    std::vector<Pick> picks = streams_first ? take_stream_heads(c, room, heads) : take_unstreamed(c, room);
+    const int rest = room - static_cast<int>(picks.size());
+    if (rest > 0) {
+        std::vector<Pick> more = streams_first ? take_unstreamed(c, rest) : take_stream_heads(c, rest, heads);
+        picks.insert(picks.end(), more.begin(), more.end());
     }
     return picks;
 }
