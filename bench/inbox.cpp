@@ -23,6 +23,7 @@
 
 #include <ctime>
 
+#include "core/partition.h"
 #include "common.h"
 
 namespace {
@@ -123,24 +124,9 @@ constexpr const char* kType = "Orders.Contracts.OrderPlaced, Orders.Contracts";
 constexpr const char* kMetadata = "{\"TenantId\":\"tenant-042\",\"Transport\":\"rabbitmq\",\"Attempt\":1}";
 constexpr int kPartitionCount = 10000;  // store_inbox_messages' default
 
-// whizbang's partition_of (src/core/partition.cpp), for the rows COPY writes; every load is
+// whizbang's own partition_of (src/core, linked in), for the rows COPY writes; every load is
 // checked against whizbang.partition_of afterwards.
-int partition_of(const Uuid& u, int count) {
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    for (std::uint8_t byte : u) {
-        h ^= byte;
-        h *= 0x100000001b3ULL;
-    }
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    auto hash = static_cast<std::int32_t>(static_cast<std::uint32_t>(h >> 32));
-    std::int64_t r = static_cast<std::int64_t>(hash) % count;
-    if (r < 0) r += count;
-    return static_cast<int>(r);
-}
+int partition_of(const Uuid& u, int count) { return whizbang::core::partition_of(u, count); }
 
 // The current time as timestamptz text (UTC, microseconds).
 std::string now_text() {

@@ -13,18 +13,7 @@ set -euo pipefail
 self=$(readlink -f "$0")
 root=$(cd "$(dirname "$self")/../.." && pwd)
 
-# A port no other cluster on this machine uses (pg_virtualenv alone would always pick 5432).
-free_port() {
-    local p
-    for _ in $(seq 1 100); do
-        p=$((20000 + RANDOM % 20000))
-        if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$p" ]; then
-            echo "$p"
-            return
-        fi
-    done
-    echo 5432
-}
+source "$root/scripts/lib.sh"  # wb_free_port
 
 if [ "${1:-}" = "--in-cluster" ]; then
     # $2: the program, $3: its output file
@@ -43,7 +32,7 @@ chmod 755 "$work/inbox_stress"
 touch "$work/out.log"
 chmod 666 "$work/out.log"
 status=0
-pg_virtualenv -t -c "-p $(free_port)" -o fsync=off \
+pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off \
     bash "$self" --in-cluster "$work/inbox_stress" "$work/out.log" || status=$?
 cat "$work/out.log"
 if [ "$status" -ne 0 ]; then
