@@ -109,6 +109,16 @@ CachedPlan lock_heads_plan = CachedPlan::replanned(
     "        SELECT 1 FROM whizbang.wh_inbox_work o"
     "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
     "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL)"
+    // One holder per stream: a holder that released or failed its head may still hold later
+    // rows of the stream (they were handed out with it); the stream stays theirs until those
+    // leases end. Claims hand out runs of at most p_max_rows rows, so the next rows suffice.
+    "   AND NOT EXISTS ("
+    "        SELECT 1 FROM (SELECT f.lease_expiry FROM whizbang.wh_inbox_work f"
+    "                        WHERE f.consumer OPERATOR(pg_catalog.=) w.consumer"
+    "                          AND f.stream_id OPERATOR(pg_catalog.=) w.stream_id"
+    "                          AND f.stream_seq OPERATOR(pg_catalog.>) w.stream_seq AND f.processed_at IS NULL"
+    "                        ORDER BY f.stream_seq LIMIT 1000) later"
+    "         WHERE later.lease_expiry OPERATOR(pg_catalog.>) $3)"
     " ORDER BY w.scheduled_for LIMIT $4"
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID});
