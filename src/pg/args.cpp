@@ -49,6 +49,11 @@ core::Uuid uuid_from_datum(Datum d) {
     return u;
 }
 
+std::string text_from_datum(Datum d) {
+    text* t = pg_call([&] { return DatumGetTextPP(d); });
+    return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
 Datum uuid_to_datum(const core::Uuid& u) {
     auto* out = static_cast<pg_uuid_t*>(pg_call([] { return palloc(sizeof(pg_uuid_t)); }));
     memcpy(out->data, u.data(), u.size());
@@ -64,6 +69,14 @@ std::string text_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
     require_not_null(fcinfo, argno, name);
     text* t = pg_call([&] { return PG_GETARG_TEXT_PP(argno); });
     return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
+    require_not_null(fcinfo, argno, name);
+    int v = PG_GETARG_INT32(argno);
+    if (v < 1)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, std::string(name) + " must be at least 1, got " + std::to_string(v));
+    return v;
 }
 
 TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name) {

@@ -16,11 +16,14 @@ namespace whizbang::pg {
 constexpr std::size_t kMaxBatchElements = 1000000;
 
 core::Uuid uuid_from_datum(Datum d);
+std::string text_from_datum(Datum d);
 Datum uuid_to_datum(const core::Uuid& u);
 
 // A required scalar: NULL raises 22004 naming the parameter.
 void require_not_null(FunctionCallInfo fcinfo, int argno, const char* name);
 std::string text_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+// A required integer of at least 1 (22004 when NULL, 22023 below 1).
+int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 
 // A one-dimensional array argument. `required`: a NULL array raises 22004; otherwise a NULL

@@ -337,18 +337,7 @@ CachedPlan forget_dead_letters_plan(
     "DELETE FROM whizbang.wh_dead_letters WHERE dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)", {INT8ARRAYOID});
 
 
-std::string text_value(Datum d) {
-    text* t = pg_call([&] { return DatumGetTextPP(d); });
-    return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
 
-int partition_count_arg(FunctionCallInfo fcinfo, int argno) {
-    require_not_null(fcinfo, argno, "p_partition_count");
-    int count = PG_GETARG_INT32(argno);
-    if (count < 1)
-        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_partition_count must be at least 1, got " + std::to_string(count));
-    return count;
-}
 
 }  // namespace
 }  // namespace whizbang::pg
@@ -362,7 +351,7 @@ WB_FUNCTION(wb_store_inbox_messages) {
     StoreOptions o;
     if (!PG_ARGISNULL(1)) o.instance = uuid_from_datum(PG_GETARG_DATUM(1));
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
-    o.partition_count = partition_count_arg(fcinfo, 4);
+    o.partition_count = positive_int_arg(fcinfo, 4, "p_partition_count");
     o.consumer = consumer_arg(fcinfo, 5);
     o.lease_expiry = PG_ARGISNULL(2) ? add_to_timestamp(o.now, kDefaultLeaseUs, "the lease expiry")
                                      : timestamptz_arg(fcinfo, 2, "p_lease_expiry");
@@ -408,13 +397,13 @@ WB_FUNCTION(wb_retry_dead_letters) {
     std::set<std::pair<std::string, core::Uuid>> seen;
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false, null2 = false;
-        std::string consumer = text_value(spi_value(r, 2, &isnull));
+        std::string consumer = text_from_datum(spi_value(r, 2, &isnull));
         InboxMessage m;
         m.id = uuid_from_datum(spi_value(r, 3, &isnull));
         if (!seen.emplace(consumer, m.id).second) continue;  // the same message dead-lettered twice
         retried.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
-        m.handler_name = text_value(spi_value(r, 4, &isnull));
-        m.message_type = text_value(spi_value(r, 5, &isnull));
+        m.handler_name = text_from_datum(spi_value(r, 4, &isnull));
+        m.message_type = text_from_datum(spi_value(r, 5, &isnull));
         m.envelope = spi_value(r, 6, &isnull);
         Datum d = spi_value(r, 7, &null2);
         if (!null2) m.metadata = d;
@@ -447,7 +436,7 @@ WB_FUNCTION(wb_inbox_receive) {
     o.function_name = "inbox_receive";
     o.consumer = consumer_arg(fcinfo, 1);
     o.now = timestamptz_arg(fcinfo, 2, "p_now");
-    o.partition_count = partition_count_arg(fcinfo, 3);
+    o.partition_count = positive_int_arg(fcinfo, 3, "p_partition_count");
     std::vector<InboxMessage> messages = parse_messages(fcinfo, true);
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });

@@ -1,6 +1,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "pg/args.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/table_cache.h"
@@ -16,10 +17,6 @@ TableCache cache("wh_settings", forget);
 
 CachedPlan all_settings("SELECT setting_key, value FROM whizbang.settings", {});
 
-std::string text_of(Datum d) {
-    text* t = pg_call([&] { return DatumGetTextPP(d); });
-    return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
 
 }  // namespace
 
@@ -30,7 +27,7 @@ std::string setting_text(const char* key) {
             bool key_null = false, value_null = false;
             Datum k = spi_value(r, 1, &key_null);
             Datum v = spi_value(r, 2, &value_null);
-            if (!key_null && !value_null) effective[text_of(k)] = text_of(v);
+            if (!key_null && !value_null) effective[text_from_datum(k)] = text_from_datum(v);
         }
         cache.mark_loaded();
     }

@@ -189,10 +189,6 @@ CachedPlan dead_letter_plan(
     {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
 
-std::string text_value(Datum d) {
-    text* t = pg_call([&] { return DatumGetTextPP(d); });
-    return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
 
 struct Pick {
     core::Uuid id{};
@@ -220,7 +216,7 @@ Pick pick_from_row(uint64 r) {
     bool isnull = false;
     Pick p;
     p.id = uuid_from_datum(spi_value(r, 1, &isnull));
-    p.consumer = text_value(spi_value(r, 2, &isnull));
+    p.consumer = text_from_datum(spi_value(r, 2, &isnull));
     p.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
     return p;
 }
@@ -277,7 +273,7 @@ std::vector<std::pair<core::Uuid, std::string>> find_stream_heads(const Claim& c
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false;
             std::pair<core::Uuid, std::string> key{uuid_from_datum(spi_value(r, 1, &isnull)),
-                                                   text_value(spi_value(r, 2, &isnull))};
+                                                   text_from_datum(spi_value(r, 2, &isnull))};
             if (seen.insert(key).second) found.push_back(key);
             last = {key.second, uuid_from_datum(spi_value(r, 3, &isnull)), true};
         }
@@ -391,7 +387,7 @@ std::vector<Pick> take_followers(const Claim& c, const std::vector<Head>& heads,
     std::set<std::pair<core::Uuid, std::string>> locked;
     for (uint64 r = 0; r < locked_rows; ++r) {
         bool isnull = false;
-        locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_value(spi_value(r, 2, &isnull)));
+        locked.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull)));
     }
     for (const auto& run : runs)
         for (const Pick& p : run) {
@@ -443,12 +439,6 @@ int hand_out(const Claim& c, const std::vector<Pick>& picks, int64_t max_attempt
     return static_cast<int>(rows);
 }
 
-int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
-    require_not_null(fcinfo, argno, name);
-    int v = PG_GETARG_INT32(argno);
-    if (v < 1) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, std::string(name) + " must be at least 1, got " + std::to_string(v));
-    return v;
-}
 
 }  // namespace
 
