@@ -17,7 +17,7 @@ REGRESS_OPTS = --load-extension=whizbang
 PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
 	-Wno-register -Wno-cast-function-type -Isrc \
-	-DWHIZBANG_VERSION=\"$(EXTVERSION)\"
+	-DWHIZBANG_VERSION=\"$(EXTVERSION)\" -MMD -MP
 SHLIB_LINK = -lstdc++
 
 # PGXS would compile every .cpp to LLVM bitcode with clang for JIT inlining; whizbang's
@@ -26,6 +26,10 @@ override with_llvm = no
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# Header dependencies written by -MMD, so a changed header rebuilds what includes it.
+-include $(OBJS:.o=.d)
+EXTRA_CLEAN = $(OBJS:.o=.d)
 
 # version() reports the control file's version, compiled in.
 src/pg/module.o: whizbang.control

@@ -88,16 +88,21 @@ TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name
 }
 
 std::optional<std::vector<core::Uuid>> uuid_array_arg(FunctionCallInfo fcinfo, int argno, const char* name,
-                                                     bool required) {
+                                                     bool required, bool skip_nulls) {
     if (PG_ARGISNULL(argno)) {
         if (required) require_not_null(fcinfo, argno, name);
         return std::nullopt;
     }
     Elements e = deconstruct(fcinfo, argno, name, UUIDOID);
-    std::vector<core::Uuid> out(e.count);
+    std::vector<core::Uuid> out;
+    out.reserve(e.count);
     for (int i = 0; i < e.count; ++i) {
-        if (e.nulls[i]) null_element(name, i);
-        memcpy(out[i].data(), DatumGetUUIDP(e.values[i])->data, 16);
+        if (e.nulls[i]) {
+            if (skip_nulls) continue;
+            null_element(name, i);
+        }
+        core::Uuid& u = out.emplace_back();
+        memcpy(u.data(), DatumGetUUIDP(e.values[i])->data, 16);
     }
     return out;
 }

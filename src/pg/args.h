@@ -28,9 +28,9 @@ TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name
 
 // A one-dimensional array argument. `required`: a NULL array raises 22004; otherwise a NULL
 // array reads as std::nullopt. Elements that are NULL raise 22004 unless the element type
-// is optional.
+// is optional (or, for uuid arrays, `skip_nulls` leaves them out).
 std::optional<std::vector<core::Uuid>> uuid_array_arg(FunctionCallInfo fcinfo, int argno, const char* name,
-                                                     bool required);
+                                                     bool required, bool skip_nulls = false);
 std::optional<std::vector<std::optional<std::string>>> bytea_array_arg(FunctionCallInfo fcinfo, int argno,
                                                                        const char* name);
 std::optional<std::vector<std::optional<TimestampTz>>> timestamptz_array_arg(FunctionCallInfo fcinfo, int argno,

@@ -13,6 +13,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
 #include "executor/spi.h"

@@ -11,7 +11,7 @@ uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) 
         throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: wrong number of parameters for: ") + sql_);
     if (!plan_) {
         plan_ = pg_call([&] {
-            SPIPlanPtr p = SPI_prepare_cursor(sql_, static_cast<int>(arg_types_.size()), arg_types_.data(),
+            SPIPlanPtr p = SPI_prepare_cursor(sql_.c_str(), static_cast<int>(arg_types_.size()), arg_types_.data(),
                                               cursor_options_);
             if (p == nullptr) elog(ERROR, "whizbang: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
             SPI_keepplan(p);

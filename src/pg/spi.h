@@ -4,6 +4,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "pg/bridge.h"
@@ -13,13 +14,14 @@ namespace whizbang::pg {
 // A statement prepared on first use and kept for the life of the backend.
 class CachedPlan {
 public:
-    CachedPlan(const char* sql, std::initializer_list<Oid> arg_types) : sql_(sql), arg_types_(arg_types) {}
+    CachedPlan(std::string sql, std::initializer_list<Oid> arg_types)
+        : sql_(std::move(sql)), arg_types_(arg_types) {}
 
     // For statements whose best plan depends on how big the work tables are right now (claims,
     // row locks): planned for the actual parameters on every execution, never a generic plan
     // that was cheapest when the queue was empty.
-    static CachedPlan replanned(const char* sql, std::initializer_list<Oid> arg_types) {
-        CachedPlan plan(sql, arg_types);
+    static CachedPlan replanned(std::string sql, std::initializer_list<Oid> arg_types) {
+        CachedPlan plan(std::move(sql), arg_types);
         plan.cursor_options_ = CURSOR_OPT_CUSTOM_PLAN;
         return plan;
     }
@@ -27,7 +29,7 @@ public:
     uint64 execute(const std::vector<Datum>& values, const char* nulls = nullptr);
 
 private:
-    const char* sql_;
+    std::string sql_;
     std::vector<Oid> arg_types_;
     SPIPlanPtr plan_ = nullptr;
     int cursor_options_ = 0;

@@ -1,4 +1,4 @@
-// Claim, lease, complete, fail, renew, release (DESIGN §3.4) for the inbox.
+// claim_work (DESIGN §3.4) for the inbox and the outbox; shared helpers of the work functions.
 //
 // Locking rules that keep callers from waiting on each other or deadlocking:
 //  - claim_work only ever locks with SKIP LOCKED, so it never waits;
@@ -22,10 +22,8 @@
 namespace whizbang::pg {
 namespace {
 
-constexpr const char* kInbox = "inbox";
-
 // This instance's pre-leased rows that still carry the lease they were stored with.
-CachedPlan preleased_plan = CachedPlan::replanned(
+WorkPlan preleased_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.lease_token"
     "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox_work w"
     "    ON w.message_id OPERATOR(pg_catalog.=) p.message_id AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
@@ -41,7 +39,7 @@ CachedPlan preleased_plan = CachedPlan::replanned(
 
 // Drops the entries just handed back, and stale ones (completed, or re-claimed by another
 // instance after the lease lapsed).
-CachedPlan forget_preleased_plan(
+WorkPlan forget_preleased_plan(
     "DELETE FROM whizbang.wh_inbox_preleased p"
     " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
     "   AND ((p.message_id, p.consumer) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))"
@@ -55,7 +53,7 @@ CachedPlan forget_preleased_plan(
 
 // Rows without a stream: due, not under a live lease, oldest due first, locked without
 // waiting as the LIMIT takes them (rows another claim holds are skipped, none is over-locked).
-CachedPlan unstreamed_plan = CachedPlan::replanned(
+WorkPlan unstreamed_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts"
     "  FROM whizbang.wh_inbox_work w"
     " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
@@ -69,7 +67,7 @@ CachedPlan unstreamed_plan = CachedPlan::replanned(
 // Stream heads that could be handed out now, found by skipping from stream to stream through
 // wh_inbox_work_stream (a loose index scan) from a starting point that rotates between claims,
 // so every stream gets its turn. Read without locks: lock_heads_plan checks again.
-CachedPlan stream_heads_plan = CachedPlan::replanned(
+WorkPlan stream_heads_plan = WorkPlan::replanned(
     "WITH RECURSIVE streams AS ("
     "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
     "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
@@ -99,7 +97,7 @@ CachedPlan stream_heads_plan = CachedPlan::replanned(
 // Locks up to $4 candidates, oldest due first, without waiting (a candidate someone else just
 // took is skipped), checking again that each is still due, free and the oldest unfinished row
 // of its stream. Rows are locked as the LIMIT takes them: none is held for nothing.
-CachedPlan lock_heads_plan = CachedPlan::replanned(
+WorkPlan lock_heads_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq"
     "  FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
@@ -124,7 +122,7 @@ CachedPlan lock_heads_plan = CachedPlan::replanned(
     {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID});
 
 // The rows after each head of a stream, in order, and whether each could be handed out now.
-CachedPlan followers_plan = CachedPlan::replanned(
+WorkPlan followers_plan = WorkPlan::replanned(
     "SELECT h.ord, f.message_id, f.attempts,"
     "       (f.scheduled_for OPERATOR(pg_catalog.<=) $4"
     "        AND (f.lease_expiry IS NULL OR f.lease_expiry OPERATOR(pg_catalog.<=) $4)) AS ready"
@@ -142,7 +140,7 @@ CachedPlan followers_plan = CachedPlan::replanned(
 // Locks chosen followers without waiting; a row someone else holds ends its stream's run.
 // Found through the primary key (message_id leads it); a row of another consumer that shares
 // an id is locked for nothing and not handed out (the caller matches pairs).
-CachedPlan lock_followers_plan = CachedPlan::replanned(
+WorkPlan lock_followers_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
     "   AND w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
@@ -152,7 +150,9 @@ CachedPlan lock_followers_plan = CachedPlan::replanned(
 
 CachedPlan next_token_plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
 
-CachedPlan hand_out_plan(
+// Leases the picks (attempts + 1, the claim's token) and returns them with their message,
+// in pick order, as claim_work's result rows.
+const char* const kLeaseRows =
     "WITH c AS ("
     "  UPDATE whizbang.wh_inbox_work w"
     "     SET attempts = w.attempts OPERATOR(pg_catalog.+) 1, lease_instance = $4, lease_token = u.token,"
@@ -161,34 +161,55 @@ CachedPlan hand_out_plan(
     "         WITH ORDINALITY AS u(id, consumer, token, ord)"
     "   WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
     "  RETURNING w.message_id, w.consumer, w.stream_id, w.partition_number, w.attempts, w.lease_token,"
-    "            w.lease_expiry, u.ord)"
-    "SELECT 'inbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number, i.handler_name,"
-    "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope, c.attempts, c.lease_token,"
-    "       c.lease_expiry, c.consumer::pg_catalog.text"
-    "  FROM c JOIN whizbang.wh_inbox i"
-    "    ON i.message_id OPERATOR(pg_catalog.=) c.message_id AND i.consumer OPERATOR(pg_catalog.=) c.consumer"
-    " ORDER BY c.ord",
-    {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID});
+    "            w.lease_expiry, u.ord)";
+CachedPlan hand_out_plans[2] = {
+    CachedPlan(std::string(kLeaseRows) +
+                   "SELECT 'inbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number, i.handler_name,"
+                   "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope, c.attempts,"
+                   "       c.lease_token, c.lease_expiry, c.consumer::pg_catalog.text"
+                   "  FROM c JOIN whizbang.wh_inbox i"
+                   "    ON i.message_id OPERATOR(pg_catalog.=) c.message_id AND i.consumer OPERATOR(pg_catalog.=) c.consumer"
+                   " ORDER BY c.ord",
+               {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID}),
+    CachedPlan(outbox_twin(kLeaseRows) +
+                   "SELECT 'outbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number,"
+                   "       NULL::pg_catalog.text, o.destination, o.message_type, o.event_data, o.metadata, o.scope,"
+                   "       c.attempts, c.lease_token, c.lease_expiry, NULL::pg_catalog.text"
+                   "  FROM c JOIN whizbang.wh_outbox o ON o.message_id OPERATOR(pg_catalog.=) c.message_id"
+                   " ORDER BY c.ord",
+               {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID})};
 
 // Moves work to wh_dead_letters, message and all, in one statement (atomic with the caller).
-CachedPlan dead_letter_plan(
+const char* const kDeleteWork =
     "WITH u AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
     "           AS u(id, consumer, error)),"
     " w AS (DELETE FROM whizbang.wh_inbox_work w USING u"
     "        WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
-    "       RETURNING w.message_id, w.consumer, w.attempts, COALESCE(u.error, w.last_error) AS error),"
-    " m AS (DELETE FROM whizbang.wh_inbox i USING w"
-    "        WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id AND i.consumer OPERATOR(pg_catalog.=) w.consumer"
-    "       RETURNING i.*)"
+    "       RETURNING w.message_id, w.consumer, w.attempts, COALESCE(u.error, w.last_error) AS error),";
+const char* const kDeadLetterColumns =
     "INSERT INTO whizbang.wh_dead_letters (source, consumer, message_id, handler_name, destination, message_type,"
-    "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at)"
-    "SELECT 'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope, m.metadata, m.scope,"
-    "       m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4"
-    "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
-    "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer",
-    {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
-
-
+    "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at)";
+CachedPlan dead_letter_plans[2] = {
+    CachedPlan(std::string(kDeleteWork) +
+                   " m AS (DELETE FROM whizbang.wh_inbox i USING w"
+                   "        WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
+                   "          AND i.consumer OPERATOR(pg_catalog.=) w.consumer"
+                   "       RETURNING i.*)" +
+                   kDeadLetterColumns +
+                   "SELECT 'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope,"
+                   "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4"
+                   "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
+                   "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer",
+               {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}),
+    CachedPlan(outbox_twin(kDeleteWork) +
+                   " m AS (DELETE FROM whizbang.wh_outbox o USING w"
+                   "        WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id"
+                   "       RETURNING o.*)" +
+                   kDeadLetterColumns +
+                   "SELECT 'outbox', NULL, m.message_id, NULL, m.destination, m.message_type, m.event_data,"
+                   "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, w.attempts, w.error, $4"
+                   "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id",
+               {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID})};
 
 struct Pick {
     core::Uuid id{};
@@ -205,6 +226,7 @@ struct Head {
 
 // The arguments of one claim_work call.
 struct Claim {
+    Source source = Source::inbox;
     core::Uuid instance{};
     TimestampTz now = 0, expiry = 0;
     int max_rows = 0, partition_count = 0, max_per_stream = 0;
@@ -224,7 +246,7 @@ Pick pick_from_row(uint64 r) {
 // 1. Rows stored pre-leased to this instance come back first, with their token.
 std::vector<Pick> take_preleased(const Claim& c) {
     const char nulls[] = {' ', ' ', c.consumer_null, c.partitions_null, ' ', ' ', '\0'};
-    uint64 rows = preleased_plan.execute({PointerGetDatum(c.instance.data()), TimestampTzGetDatum(c.now), c.consumer,
+    uint64 rows = preleased_plan[c.source].execute({PointerGetDatum(c.instance.data()), TimestampTzGetDatum(c.now), c.consumer,
                                           c.partitions, Int32GetDatum(c.partition_count), Int32GetDatum(c.max_rows)},
                                          nulls);
     std::vector<Pick> picks;
@@ -240,7 +262,7 @@ std::vector<Pick> take_preleased(const Claim& c) {
         ids.push_back(p.id);
         consumers.push_back(p.consumer);
     }
-    forget_preleased_plan.execute({PointerGetDatum(c.instance.data()), uuid_array(ids), text_array(consumers),
+    forget_preleased_plan[c.source].execute({PointerGetDatum(c.instance.data()), uuid_array(ids), text_array(consumers),
                                    TimestampTzGetDatum(c.now)});
     return picks;
 }
@@ -252,19 +274,20 @@ struct StreamCursor {
     core::Uuid stream{};
     bool set = false;
 };
-StreamCursor stream_cursor;
+StreamCursor stream_cursors[2];  // per source
 
 // Candidate stream heads (message id, consumer), up to `room`: from the cursor to the end,
 // then from the start. Moves the cursor to the last stream found.
 std::vector<std::pair<core::Uuid, std::string>> find_stream_heads(const Claim& c, int room) {
     std::vector<std::pair<core::Uuid, std::string>> found;
+    StreamCursor& stream_cursor = stream_cursors[static_cast<int>(c.source)];
     StreamCursor last;
     std::set<std::pair<core::Uuid, std::string>> seen;
     for (int pass = 0; pass < 2 && static_cast<int>(found.size()) < room; ++pass) {
         const bool from_start = pass == 1 || !stream_cursor.set;
         const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', ' ', from_start ? 'n' : ' ',
                               from_start ? 'n' : ' ', '\0'};
-        uint64 rows = stream_heads_plan.execute(
+        uint64 rows = stream_heads_plan[c.source].execute(
             {TimestampTzGetDatum(c.now), c.consumer, c.partitions, Int32GetDatum(c.partition_count),
              Int32GetDatum(room - static_cast<int>(found.size())), BoolGetDatum(from_start),
              from_start ? (Datum)0 : text_datum(stream_cursor.consumer),
@@ -301,7 +324,7 @@ std::vector<Pick> take_stream_heads(const Claim& c, int room, std::vector<Head>&
                 consumers.push_back(consumer);
             }
         if (ids.empty()) break;
-        uint64 rows = lock_heads_plan.execute(
+        uint64 rows = lock_heads_plan[c.source].execute(
             {uuid_array(ids), text_array(consumers), TimestampTzGetDatum(c.now), Int32GetDatum(want)});
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false;
@@ -319,7 +342,7 @@ std::vector<Pick> take_stream_heads(const Claim& c, int room, std::vector<Head>&
 // Locks up to `room` rows without a stream.
 std::vector<Pick> take_unstreamed(const Claim& c, int room) {
     const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', '\0'};
-    uint64 rows = unstreamed_plan.execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions,
+    uint64 rows = unstreamed_plan[c.source].execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions,
                                            Int32GetDatum(c.partition_count), Int32GetDatum(room)},
                                           nulls);
     std::vector<Pick> picks;
@@ -332,8 +355,8 @@ std::vector<Pick> take_unstreamed(const Claim& c, int room) {
 // orders rows within a stream, not across streams). `heads` gets the stream heads, whose
 // followers may come along.
 std::vector<Pick> take_heads(const Claim& c, int room, std::vector<Head>& heads) {
-    static unsigned claims = 0;
-    const bool streams_first = (claims++ & 1u) == 0;
+    static unsigned claims[2] = {0, 0};
+    const bool streams_first = (claims[static_cast<int>(c.source)]++ & 1u) == 0;
     std::vector<Pick> picks = streams_first ? take_stream_heads(c, room, heads) : take_unstreamed(c, room);
     const int rest = room - static_cast<int>(picks.size());
     if (rest > 0) {
@@ -356,7 +379,7 @@ std::vector<Pick> take_followers(const Claim& c, const std::vector<Head>& heads,
         streams.push_back(h.stream);
         seqs.push_back(h.seq);
     }
-    uint64 rows = followers_plan.execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
+    uint64 rows = followers_plan[c.source].execute({text_array(consumers), uuid_array(streams), int8_array(seqs),
                                           TimestampTzGetDatum(c.now), Int32GetDatum(std::min(c.max_per_stream - 1, room))});
     std::vector<std::vector<Pick>> runs(heads.size());
     std::vector<char> stopped(heads.size(), 0);
@@ -383,7 +406,7 @@ std::vector<Pick> take_followers(const Claim& c, const std::vector<Head>& heads,
         }
     if (want_ids.empty()) return picks;
     uint64 locked_rows =
-        lock_followers_plan.execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(c.now)});
+        lock_followers_plan[c.source].execute({uuid_array(want_ids), text_array(want_consumers), TimestampTzGetDatum(c.now)});
     std::set<std::pair<core::Uuid, std::string>> locked;
     for (uint64 r = 0; r < locked_rows; ++r) {
         bool isnull = false;
@@ -421,10 +444,10 @@ int hand_out(const Claim& c, const std::vector<Pick>& picks, int64_t max_attempt
         consumers.push_back(p.consumer);
         tokens.push_back(p.token != 0 ? p.token : fresh_token);
     }
-    dead_letter(dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), c.now);
+    dead_letter(c.source, dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), c.now);
     dead = !dead_ids.empty();
     if (ids.empty()) return 0;
-    uint64 rows = hand_out_plan.execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
+    uint64 rows = hand_out_plans[static_cast<int>(c.source)].execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
                                          PointerGetDatum(c.instance.data()), TimestampTzGetDatum(c.expiry)});
     pg_call([&] {
         // Copied into the result now: SPI_finish frees the rows.
@@ -440,25 +463,59 @@ int hand_out(const Claim& c, const std::vector<Pick>& picks, int64_t max_attempt
 }
 
 
+// Claims up to c.max_rows rows of one source and appends them to the result: pre-leased
+// rows first, then heads and their followers. Returns how many were handed out.
+int claim_from(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
+    std::vector<Pick> picks = take_preleased(c);
+    // Rows dead-lettered in a round leave room: look again so a worker is not sent to sleep
+    // while due work waits (bounded: every round removes what it dead-letters).
+    int handed = 0;
+    for (int round = 0; round < 8; ++round) {
+        std::vector<Head> heads;
+        int room = c.max_rows - handed - static_cast<int>(picks.size());
+        if (room > 0) {
+            std::vector<Pick> more = take_heads(c, room, heads);
+            picks.insert(picks.end(), more.begin(), more.end());
+        }
+        room = c.max_rows - handed - static_cast<int>(picks.size());
+        std::vector<Pick> followers = take_followers(c, heads, room);
+        picks.insert(picks.end(), followers.begin(), followers.end());
+        bool dead = false;
+        handed += hand_out(c, picks, max_attempts, fresh_token, rsinfo, dead);
+        if (!dead || handed >= c.max_rows) break;
+        picks.clear();
+    }
+    return handed;
+}
+
 }  // namespace
 
-std::string source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null) {
+const char* source_name(Source source) { return source == Source::inbox ? "inbox" : "outbox"; }
+
+std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null) {
     if (PG_ARGISNULL(argno)) {
-        if (allow_null) return {};
+        if (allow_null) return std::nullopt;
         require_not_null(fcinfo, argno, "p_source");
     }
     std::string source = text_arg(fcinfo, argno, "p_source");
-    if (source == kInbox) return source;
-    if (source == "outbox")
-        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "the outbox is not available in this version of whizbang",
-                       {}, "Update the extension when a version with the outbox is installed.");
+    if (source == "inbox") return Source::inbox;
+    if (source == "outbox") return Source::outbox;
     throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_source must be 'inbox' or 'outbox', got \"" + source + "\"");
 }
 
-void dead_letter(const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
+std::string outbox_twin(const std::string& sql) {
+    static const std::string from = "whizbang.wh_inbox_", to = "whizbang.wh_outbox_";
+    std::string out = sql;
+    for (std::size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
+        out.replace(at, from.size(), to);
+    return out;
+}
+
+void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
     if (ids.empty()) return;
-    dead_letter_plan.execute({uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
+    dead_letter_plans[static_cast<int>(source)].execute(
+        {uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
 }
 
 }  // namespace whizbang::pg
@@ -472,7 +529,7 @@ WB_FUNCTION(wb_claim_work) {
     require_not_null(fcinfo, 0, "p_instance_id");
     Claim c;
     c.instance = uuid_from_datum(PG_GETARG_DATUM(0));
-    source_arg(fcinfo, 1, true);
+    const std::optional<Source> source = source_arg(fcinfo, 1, true);
     c.max_rows = positive_int_arg(fcinfo, 2, "p_max_rows");
     const int lease_seconds = positive_int_arg(fcinfo, 3, "p_lease_seconds");
     c.partition_count = positive_int_arg(fcinfo, 5, "p_partition_count");
@@ -493,30 +550,23 @@ WB_FUNCTION(wb_claim_work) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     const int64_t max_attempts = setting_int("max_attempts");
-    if (consumer) {
-        c.consumer = text_datum(*consumer);
-        c.consumer_null = ' ';
-    }
 
+    // Both sources: which one fills the claim first alternates between a backend's claims, so
+    // a busy inbox cannot starve the outbox or the other way round. One token for the claim.
+    static unsigned both_claims = 0;
+    std::vector<Source> order;
+    if (source) order = {*source};
+    else if ((both_claims++ & 1u) == 0) order = {Source::inbox, Source::outbox};
+    else order = {Source::outbox, Source::inbox};
     int64_t fresh_token = 0;
-    std::vector<Pick> picks = take_preleased(c);
-    // Rows dead-lettered in a round leave room: look again so a worker is not sent to sleep
-    // while due work waits (bounded: every round removes what it dead-letters).
-    int handed = 0;
-    for (int round = 0; round < 8; ++round) {
-        std::vector<Head> heads;
-        int room = c.max_rows - handed - static_cast<int>(picks.size());
-        if (room > 0) {
-            std::vector<Pick> more = take_heads(c, room, heads);
-            picks.insert(picks.end(), more.begin(), more.end());
-        }
-        room = c.max_rows - handed - static_cast<int>(picks.size());
-        std::vector<Pick> followers = take_followers(c, heads, room);
-        picks.insert(picks.end(), followers.begin(), followers.end());
-        bool dead = false;
-        handed += hand_out(c, picks, max_attempts, fresh_token, rsinfo, dead);
-        if (!dead || handed >= c.max_rows) break;
-        picks.clear();
+    for (Source s : order) {
+        c.source = s;
+        // p_consumer selects inbox rows; outbox rows have no consumer.
+        const bool by_consumer = s == Source::inbox && consumer;
+        c.consumer = by_consumer ? text_datum(*consumer) : (Datum)0;
+        c.consumer_null = by_consumer ? ' ' : 'n';
+        c.max_rows -= claim_from(c, max_attempts, fresh_token, rsinfo);
+        if (c.max_rows <= 0) break;
     }
     spi.finish();
     return (Datum)0;

@@ -1,4 +1,9 @@
-// Shared by the work-coordination functions (work.cpp, work_outcomes.cpp).
+// Shared by the work-coordination functions (work.cpp, work_outcomes.cpp, the store paths).
+//
+// The inbox and the outbox keep their work state in tables of one shape (wh_inbox_work /
+// wh_outbox_work, and their _streams and _preleased companions; the outbox's consumer column
+// is always ''), so one claim engine serves both: a statement over those tables is written
+// once, for the inbox, and prepared a second time with the outbox's table names.
 #pragma once
 
 #include <optional>
@@ -7,15 +12,39 @@
 
 #include "core/uuid.h"
 #include "pg/bridge.h"
+#include "pg/spi.h"
 
 namespace whizbang::pg {
 
-// p_source: 'inbox' (or, where allowed, NULL for "every source"; returns ""). 'outbox' is
-// refused with 0A000 until a version with the outbox is installed.
-std::string source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null);
+enum class Source { inbox = 0, outbox = 1 };
 
-// Moves inbox work to wh_dead_letters with its message; a NULL error keeps the last one.
-void dead_letter(const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
+const char* source_name(Source source);
+
+// p_source: 'inbox' or 'outbox'; NULL (where allowed) means every source and returns nullopt.
+std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null);
+
+// `sql` with every "whizbang.wh_inbox_" table replaced by its "whizbang.wh_outbox_" twin.
+std::string outbox_twin(const std::string& sql);
+
+// A statement over the work-state tables, prepared once per source.
+class WorkPlan {
+public:
+    WorkPlan(const std::string& inbox_sql, std::initializer_list<Oid> arg_types, bool replanned = false)
+        : plans_{replanned ? CachedPlan::replanned(inbox_sql, arg_types) : CachedPlan(inbox_sql, arg_types),
+                 replanned ? CachedPlan::replanned(outbox_twin(inbox_sql), arg_types)
+                           : CachedPlan(outbox_twin(inbox_sql), arg_types)} {}
+    static WorkPlan replanned(const std::string& inbox_sql, std::initializer_list<Oid> arg_types) {
+        return WorkPlan(inbox_sql, arg_types, true);
+    }
+    CachedPlan& operator[](Source source) { return plans_[static_cast<int>(source)]; }
+
+private:
+    CachedPlan plans_[2];
+};
+
+// Moves work to wh_dead_letters with its message; a NULL error keeps the last one. The
+// outbox's work rows all have consumer ''.
+void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now);
 
 }  // namespace whizbang::pg

@@ -19,28 +19,34 @@
 namespace whizbang::pg {
 namespace {
 
-CachedPlan lock_named_plan = CachedPlan::replanned(
+WorkPlan lock_named_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.lease_token, w.attempts FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL"
     " ORDER BY w.message_id FOR UPDATE OF w",
     {TEXTOID, UUIDARRAYOID});
 
-CachedPlan delete_done_plan(
-    "WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
-    "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
-    "           RETURNING w.message_id)"
-    "DELETE FROM whizbang.wh_inbox i USING w"
-    " WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.message_id OPERATOR(pg_catalog.=) w.message_id",
-    {TEXTOID, UUIDARRAYOID});
+// Completed work leaves with its message.
+CachedPlan delete_done_plans[2] = {
+    CachedPlan("WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
+               "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+               "           RETURNING w.message_id)"
+               "DELETE FROM whizbang.wh_inbox i USING w"
+               " WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.message_id OPERATOR(pg_catalog.=) w.message_id",
+               {TEXTOID, UUIDARRAYOID}),
+    CachedPlan("WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
+               "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+               "           RETURNING w.message_id)"
+               "DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id",
+               {TEXTOID, UUIDARRAYOID})};
 
-CachedPlan mark_done_plan(
+WorkPlan mark_done_plan(
     "UPDATE whizbang.wh_inbox_work SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
     "  lease_expiry = NULL"
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
 
-CachedPlan retry_plan(
+WorkPlan retry_plan(
     "UPDATE whizbang.wh_inbox_work w"
     "   SET scheduled_for = u.due, last_error = COALESCE(u.error, w.last_error), lease_instance = NULL,"
     "       lease_token = NULL,"
@@ -49,12 +55,12 @@ CachedPlan retry_plan(
     " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id",
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID});
 
-CachedPlan renew_plan(
+WorkPlan renew_plan(
     "UPDATE whizbang.wh_inbox_work SET lease_expiry = $3"
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
 
-CachedPlan release_plan(
+WorkPlan release_plan(
     "UPDATE whizbang.wh_inbox_work"
     "   SET lease_instance = NULL, lease_token = NULL, lease_expiry = NULL,"
     "       attempts = pg_catalog.int4larger(attempts OPERATOR(pg_catalog.-) 1, 0)"
@@ -68,7 +74,8 @@ struct Row {
 
 // The arguments every one of these functions takes, and the rows they name, locked.
 struct Named {
-    std::string consumer;
+    Source source = Source::inbox;
+    std::string consumer;  // '' for the outbox
     Datum consumer_datum = 0;
     std::vector<core::Uuid> ids;
     std::optional<std::vector<std::optional<int64_t>>> tokens;  // nullopt: no fencing check
@@ -79,20 +86,21 @@ struct Named {
 
 void read_named(FunctionCallInfo fcinfo, Named& n, int tokens_arg, bool tokens_required, int consumer_arg_no,
                 int now_arg) {
-    source_arg(fcinfo, 0, false);
+    n.source = *source_arg(fcinfo, 0, false);
     n.ids = uuid_array_arg(fcinfo, 1, "p_message_ids", false).value_or(std::vector<core::Uuid>{});
     if (tokens_required) require_not_null(fcinfo, tokens_arg, "p_lease_tokens");
     n.lease_required = tokens_required;
     n.tokens = int8_array_arg(fcinfo, tokens_arg, "p_lease_tokens");
     if (n.tokens) require_same_length(n.ids.size(), "p_message_ids", n.tokens->size(), "p_lease_tokens");
-    n.consumer = consumer_arg(fcinfo, consumer_arg_no);
+    // DESIGN §3.4: p_consumer is ignored for the outbox.
+    if (n.source == Source::inbox) n.consumer = consumer_arg(fcinfo, consumer_arg_no);
     n.now = timestamptz_arg(fcinfo, now_arg, "p_now");
 }
 
 void lock_named(Named& n) {
     n.consumer_datum = text_datum(n.consumer);
     if (n.ids.empty()) return;
-    uint64 rows = lock_named_plan.execute({n.consumer_datum, uuid_array(n.ids)});
+    uint64 rows = lock_named_plan[n.source].execute({n.consumer_datum, uuid_array(n.ids)});
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false, token_null = false;
         core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
@@ -176,9 +184,9 @@ WB_FUNCTION(wb_complete_work) {
     });
     if (!done.empty()) {
         if (setting_bool("debug_mode"))
-            mark_done_plan.execute({n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now)});
+            mark_done_plan[n.source].execute({n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now)});
         else
-            delete_done_plan.execute({n.consumer_datum, uuid_array(done)});
+            delete_done_plans[static_cast<int>(n.source)].execute({n.consumer_datum, uuid_array(done)});
     }
     spi.finish();
     emit(fcinfo, n, outcomes);
@@ -222,9 +230,9 @@ WB_FUNCTION(wb_fail_work) {
         return Outcome{"retry_scheduled", at};
     });
     if (!retry_ids.empty())
-        retry_plan.execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
+        retry_plan[n.source].execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
                             nullable_text_array(retry_errors)});
-    dead_letter(dead_ids, dead_consumers, dead_errors, n.now);
+    dead_letter(n.source, dead_ids, dead_consumers, dead_errors, n.now);
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;
@@ -246,7 +254,7 @@ WB_FUNCTION(wb_renew_leases) {
         return Outcome{"renewed", std::nullopt};
     });
     if (!renew.empty())
-        renew_plan.execute({n.consumer_datum, uuid_array(renew),
+        renew_plan[n.source].execute({n.consumer_datum, uuid_array(renew),
                             TimestampTzGetDatum(add_to_timestamp(n.now, static_cast<int64_t>(seconds) * USECS_PER_SEC,
                                                                  "the lease expiry"))});
     spi.finish();
@@ -266,8 +274,34 @@ WB_FUNCTION(wb_release_work) {
         release.push_back(n.ids[i]);
         return Outcome{"released", std::nullopt};
     });
-    if (!release.empty()) release_plan.execute({n.consumer_datum, uuid_array(release)});
+    if (!release.empty()) release_plan[n.source].execute({n.consumer_datum, uuid_array(release)});
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;
+}
+
+// complete_outbox_published(p_ids uuid[], p_debug_mode boolean) RETURNS int — the seed's
+// contract: the published rows leave the outbox (debug mode, or the debug_mode setting: they
+// are marked processed and kept), and the count of rows that did is returned. No lease check:
+// ids that are unknown, NULL, repeated or already completed are no-ops. Rows are locked sorted
+// by id first, so overlapping completions wait for each other at most.
+WB_FUNCTION(wb_complete_outbox_published) {
+    Named n;
+    n.source = Source::outbox;
+    n.ids = uuid_array_arg(fcinfo, 0, "p_ids", false, true).value_or(std::vector<core::Uuid>{});
+    const bool debug_arg = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
+    if (n.ids.empty()) PG_RETURN_INT32(0);
+    n.now = GetCurrentTransactionStartTimestamp();
+    SpiConnection spi;
+    lock_named(n);
+    std::vector<core::Uuid> done;
+    for (const auto& [id, row] : n.rows) done.push_back(id);
+    if (!done.empty()) {
+        if (debug_arg || setting_bool("debug_mode"))
+            mark_done_plan[n.source].execute({n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now)});
+        else
+            delete_done_plans[static_cast<int>(n.source)].execute({n.consumer_datum, uuid_array(done)});
+    }
+    spi.finish();
+    PG_RETURN_INT32(static_cast<int32>(done.size()));
 }

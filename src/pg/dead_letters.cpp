@@ -1,0 +1,100 @@
+// retry_dead_letters (DESIGN §3.4): dead letters of either source back as fresh work.
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/spi.h"
+#include "pg/work_store.h"
+
+namespace whizbang::pg {
+namespace {
+
+// The dead letters named, locked in id order; a message that is back in its inbox or outbox
+// already (stored again since) is left where it is.
+CachedPlan dead_letters_plan(
+    "SELECT d.dead_letter_id, d.source, COALESCE(d.consumer, '')::pg_catalog.text, d.message_id,"
+    "       COALESCE(d.handler_name, d.destination), d.message_type, d.envelope, d.metadata, d.scope, d.stream_id,"
+    "       d.is_event, d.sent_at"
+    "  FROM whizbang.wh_dead_letters d"
+    " WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)"
+    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
+    "                    WHERE d.source OPERATOR(pg_catalog.=) 'inbox'"
+    "                      AND i.message_id OPERATOR(pg_catalog.=) d.message_id"
+    "                      AND i.consumer OPERATOR(pg_catalog.=) d.consumer)"
+    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox o"
+    "                    WHERE d.source OPERATOR(pg_catalog.=) 'outbox'"
+    "                      AND o.message_id OPERATOR(pg_catalog.=) d.message_id)"
+    " ORDER BY d.dead_letter_id FOR UPDATE OF d",
+    {INT8ARRAYOID});
+
+CachedPlan forget_dead_letters_plan(
+    "DELETE FROM whizbang.wh_dead_letters WHERE dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)", {INT8ARRAYOID});
+
+}  // namespace
+}  // namespace whizbang::pg
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// retry_dead_letters(p_dead_letter_ids bigint[]) RETURNS int: dead letters back as fresh work
+// (attempts 0, due now, at the end of their stream); an inbox message's dedup record was never
+// removed, so a redelivery of the same id is still a duplicate. Returns how many went back.
+WB_FUNCTION(wb_retry_dead_letters) {
+    auto ids = int8_array_arg(fcinfo, 0, "p_dead_letter_ids");
+    if (!ids || ids->empty()) PG_RETURN_INT32(0);
+    std::vector<int64_t> wanted;
+    for (std::size_t i = 0; i < ids->size(); ++i) {
+        if (!(*ids)[i])
+            throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_dead_letter_ids[" + std::to_string(i + 1) + "] must not be null");
+        wanted.push_back(*(*ids)[i]);
+    }
+    SpiConnection spi;
+    uint64 rows = dead_letters_plan.execute({int8_array(wanted)});
+    // Grouped by source and consumer: each group is stored like a batch of its own.
+    struct Group {
+        std::vector<Message> messages;
+        std::vector<int64_t> dead_letter_ids;
+    };
+    std::map<std::pair<Source, std::string>, Group> groups;
+    std::set<std::tuple<Source, std::string, core::Uuid>> seen;
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false, null2 = false;
+        const Source source = text_from_datum(spi_value(r, 2, &isnull)) == "inbox" ? Source::inbox : Source::outbox;
+        std::string consumer = text_from_datum(spi_value(r, 3, &isnull));
+        Message m;
+        m.id = uuid_from_datum(spi_value(r, 4, &isnull));
+        if (!seen.emplace(source, consumer, m.id).second) continue;  // the same message dead-lettered twice
+        m.target = text_from_datum(spi_value(r, 5, &isnull));
+        m.message_type = text_from_datum(spi_value(r, 6, &isnull));
+        m.envelope = spi_value(r, 7, &isnull);
+        Datum d = spi_value(r, 8, &null2);
+        if (!null2) m.metadata = d;
+        d = spi_value(r, 9, &null2);
+        if (!null2) m.scope = d;
+        d = spi_value(r, 10, &null2);
+        if (!null2) m.stream_id = uuid_from_datum(d);
+        m.is_event = DatumGetBool(spi_value(r, 11, &isnull));
+        d = spi_value(r, 12, &null2);
+        if (!null2) m.sent_at = DatumGetTimestampTz(d);
+        Group& g = groups[{source, consumer}];
+        g.messages.push_back(std::move(m));
+        g.dead_letter_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
+    }
+    std::vector<int64_t> retried;
+    for (const auto& [key, g] : groups) {
+        StoreOptions o;
+        o.source = key.first;
+        o.consumer = key.second;
+        o.now = GetCurrentTransactionStartTimestamp();
+        std::vector<std::size_t> all(g.messages.size());
+        for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
+        std::vector<bool> written = store_new(o, g.messages, all);
+        for (std::size_t i = 0; i < all.size(); ++i)
+            if (written[i]) retried.push_back(g.dead_letter_ids[i]);
+    }
+    if (!retried.empty()) forget_dead_letters_plan.execute({int8_array(retried)});
+    spi.finish();
+    PG_RETURN_INT32(static_cast<int32>(retried.size()));
+}
