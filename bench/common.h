@@ -1,9 +1,12 @@
-// Shared machinery of the benchmark load drivers (driver.cpp: dedup, inbox.cpp: inbox).
+// Shared machinery of the benchmark load drivers (driver.cpp: dedup, inbox.cpp: inbox,
+// outbox.cpp: outbox).
 //
 // Connections and admin statements, COPY, UUIDv7 ids, the CPU and WAL accounting of a timed
 // window (the connections' server backends, the driver itself and everything else on the
 // machine, from /proc), the start gate that releases all threads together, the repetition of
 // windows disturbed by other work, and the folding of rounds into a median with its range.
+// For the message drivers (inbox, outbox): ~1 KB JSON envelopes, the per-connection worker
+// with its counters and problems, the options every run takes, and the result tables.
 #pragma once
 
 #include <libpq-fe.h>
@@ -20,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <map>

@@ -588,3 +588,23 @@ RETURNS integer
 
 REVOKE ALL ON FUNCTION whizbang.store_outbox_messages(jsonb, uuid, timestamptz, timestamptz, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION whizbang.complete_outbox_published(uuid[], boolean) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------
+-- Retention and maintenance (DESIGN §3.6); observability (§3.7)
+-- ---------------------------------------------------------------------------------------
+
+CREATE FUNCTION whizbang.perform_maintenance(
+    p_now timestamptz DEFAULT pg_catalog.now(),
+    p_batch_size integer DEFAULT 10000)
+RETURNS TABLE (task_name text, rows_affected bigint, duration_ms double precision, status text)
+    AS 'MODULE_PATHNAME', 'wb_perform_maintenance' LANGUAGE C VOLATILE ROWS 4;
+
+CREATE FUNCTION whizbang.stats()
+RETURNS TABLE (metric text, value bigint)
+    AS 'MODULE_PATHNAME', 'wb_stats' LANGUAGE C STABLE ROWS 20;
+
+CREATE VIEW whizbang.stats AS SELECT s.metric, s.value FROM whizbang.stats() s;
+
+REVOKE ALL ON FUNCTION whizbang.perform_maintenance(timestamptz, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION whizbang.stats() FROM PUBLIC;
+REVOKE ALL ON whizbang.stats FROM PUBLIC;

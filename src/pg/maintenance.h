@@ -1,0 +1,34 @@
+// Retention (DESIGN §3.6): the purge tasks shared by perform_maintenance and the background
+// worker. A task runs in batches; each batch is one or a few bounded statements, and a task
+// remembers where it is, so a run over a big backlog reads every row once.
+#pragma once
+
+#include <cstdint>
+
+#include "pg/bridge.h"
+
+namespace whizbang::pg {
+
+enum class Task { purge_old_deduplication, purge_expired_idempotency, purge_dead_letters, purge_processed };
+constexpr int kTaskCount = 4;
+
+const char* task_name(Task task);
+
+// Where a run of one task is, across its batches (and, in the worker, across transactions).
+struct TaskRun {
+    bool started = false, done = false, skipped = false;
+    int phase = 0;             // tasks with several steps (results, then tombstones; inbox, then outbox)
+    int64_t position = 0;      // where the next batch starts (a block number, or a time)
+    int64_t end_block = 0;     // purge_old_deduplication: the table's size when the run began
+    int64_t rows_per_block = 0;
+    int64_t rows = 0;          // rows affected so far
+    double ms = 0;             // time spent so far
+};
+
+// Runs one batch of `task` (of at most about batch_size rows) inside the current transaction,
+// with SPI connected. The first batch takes the task's lock, a transaction-level advisory
+// lock: when another transaction holds it, the run is marked skipped and done. Sets run.done
+// when nothing is left.
+void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size);
+
+}  // namespace whizbang::pg

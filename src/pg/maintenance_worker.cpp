@@ -1,0 +1,168 @@
+// The background scheduler (DESIGN §3.6): with whizbang in shared_preload_libraries, one
+// background worker per database named in whizbang.maintenance_databases runs the maintenance
+// tasks every whizbang.maintenance_naptime. Each batch is its own transaction, so row locks are
+// held for one batch only. Without the preload, or with an empty database list, nothing runs.
+//
+// A database where the extension is not installed (or is older than 0.4.0) is looked at again
+// each naptime and otherwise left alone. An error ends the worker; the postmaster starts it
+// again after bgw_restart_time, like any crashed-and-restarted worker.
+#include <cstring>
+#include <string>
+
+#include "pg/bridge.h"
+#include "pg/maintenance.h"
+#include "pg/spi.h"
+
+extern "C" {
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+#include "utils/varlena.h"
+
+PGDLLEXPORT void whizbang_maintenance_main(Datum arg);
+void _PG_init(void);
+}
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+namespace {
+
+int maintenance_naptime = 60;         // seconds
+int maintenance_batch_size = 10000;   // rows per batch
+char* maintenance_databases = nullptr;
+
+constexpr int kRestartSeconds = 10;
+
+// Runs one batch of every task that is not done; returns whether any is left. Called through
+// the fmgr entry wrapper below, so its C++ objects unwind before an error is raised.
+TaskRun worker_runs[kTaskCount];
+
+}  // namespace
+
+// Internal, not in SQL: one batch of each unfinished task of the current round.
+WB_FUNCTION(wb_maintenance_worker_batch) {
+    const TimestampTz now = GetCurrentTimestamp();
+    bool more = false;
+    SpiConnection spi;
+    for (int t = 0; t < kTaskCount; ++t) {
+        run_batch(static_cast<Task>(t), worker_runs[t], now, maintenance_batch_size);
+        more = more || !worker_runs[t].done;
+    }
+    spi.finish();
+    PG_RETURN_BOOL(more);
+}
+
+namespace {
+
+// Whether this database has a whizbang with maintenance (0.4.0 or later).
+bool maintenance_installed() {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    bool installed = false;
+    if (SPI_connect() == SPI_OK_CONNECT) {
+        int rc = SPI_execute(
+            "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = 'whizbang' AND p.proname = 'perform_maintenance'",
+            true, 1);
+        installed = rc == SPI_OK_SELECT && SPI_processed > 0;
+        SPI_finish();
+    }
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    return installed;
+}
+
+// One round: batches, each committed, until every task is done or a shutdown is asked for.
+void run_round() {
+    for (TaskRun& run : worker_runs) run = TaskRun{};
+    bool more = true;
+    while (more) {
+        CHECK_FOR_INTERRUPTS();
+        SetCurrentStatementStartTimestamp();
+        StartTransactionCommand();
+        PushActiveSnapshot(GetTransactionSnapshot());
+        pgstat_report_activity(STATE_RUNNING, "whizbang maintenance");
+        more = DatumGetBool(DirectFunctionCall1(wb_maintenance_worker_batch, (Datum)0));
+        PopActiveSnapshot();
+        CommitTransactionCommand();
+        pgstat_report_activity(STATE_IDLE, nullptr);
+    }
+    int64 total = 0;
+    for (const TaskRun& run : worker_runs) total += run.rows;
+    if (total > 0) {
+        ereport(LOG, (errmsg("whizbang maintenance: %s %lld, %s %lld, %s %lld, %s %lld rows",
+                             task_name(Task::purge_old_deduplication), static_cast<long long>(worker_runs[0].rows),
+                             task_name(Task::purge_expired_idempotency), static_cast<long long>(worker_runs[1].rows),
+                             task_name(Task::purge_dead_letters), static_cast<long long>(worker_runs[2].rows),
+                             task_name(Task::purge_processed), static_cast<long long>(worker_runs[3].rows))));
+    }
+}
+
+}  // namespace
+
+void whizbang_maintenance_main(Datum arg) {
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, die);
+    BackgroundWorkerUnblockSignals();
+    char database[NAMEDATALEN];
+    strlcpy(database, MyBgworkerEntry->bgw_extra, sizeof(database));
+    BackgroundWorkerInitializeConnection(database, nullptr, 0);
+    pgstat_report_appname("whizbang maintenance");
+
+    for (;;) {
+        if (maintenance_installed()) run_round();
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                        static_cast<long>(maintenance_naptime) * 1000L, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+    }
+}
+
+void _PG_init(void) {
+    DefineCustomIntVariable("whizbang.maintenance_naptime",
+                            "Seconds between two maintenance rounds of the background worker.", nullptr,
+                            &maintenance_naptime, 60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("whizbang.maintenance_batch_size",
+                            "Rows per batch (and per transaction) of the background worker's maintenance.", nullptr,
+                            &maintenance_batch_size, 10000, 1, 1000000, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+    // A postmaster-level setting can only be defined while the postmaster loads the library.
+    if (!process_shared_preload_libraries_in_progress) return;
+    DefineCustomStringVariable("whizbang.maintenance_databases",
+                               "Databases in which a background worker runs whizbang's maintenance "
+                               "(comma-separated; empty: none). Needs shared_preload_libraries = 'whizbang'.",
+                               nullptr, &maintenance_databases, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    MarkGUCPrefixReserved("whizbang");
+
+    char* list = pstrdup(maintenance_databases ? maintenance_databases : "");
+    List* names = nullptr;
+    if (!SplitIdentifierString(list, ',', &names)) {
+        ereport(WARNING, (errmsg("whizbang.maintenance_databases is not a valid list of names: \"%s\"",
+                                 maintenance_databases),
+                          errhint("Separate database names with commas; quote names that need it.")));
+        return;
+    }
+    ListCell* cell;
+    int index = 0;
+    foreach (cell, names) {
+        const char* name = static_cast<const char*>(lfirst(cell));
+        BackgroundWorker worker;
+        memset(&worker, 0, sizeof(worker));
+        worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+        worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+        worker.bgw_restart_time = kRestartSeconds;
+        strlcpy(worker.bgw_library_name, "whizbang", BGW_MAXLEN);
+        strlcpy(worker.bgw_function_name, "whizbang_maintenance_main", BGW_MAXLEN);
+        snprintf(worker.bgw_name, BGW_MAXLEN, "whizbang maintenance %s", name);
+        strlcpy(worker.bgw_type, "whizbang maintenance", BGW_MAXLEN);
+        strlcpy(worker.bgw_extra, name, BGW_EXTRALEN);
+        worker.bgw_main_arg = Int32GetDatum(index++);
+        RegisterBackgroundWorker(&worker);
+    }
+}
