@@ -479,4 +479,296 @@ CellResult measure_cell(int retries, double max_other, long& budget, const std::
     return r;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Options every message-driver run takes
+
+struct RunOptions {
+    int conns = 2;
+    int rounds = 3;
+    int retries = 1;
+    double retry_budget = 0.5;
+    double max_other = 20;
+    double seconds = 2.0;
+    int envelope_bytes = 1000;  // JSON text of each Envelope
+    std::string dsn, tsv_path, md_path;
+};
+
+// Takes --conns, --rounds, --retries, --max-other, --retry-budget, --seconds, --envelope-bytes,
+// --dsn, --tsv, --md; false for any other key. Throws std::logic_error on a bad number.
+inline bool parse_run_option(const std::string& key, const std::string& val, RunOptions& o) {
+    if (key == "--conns") o.conns = std::stoi(val);
+    else if (key == "--rounds") o.rounds = std::stoi(val);
+    else if (key == "--retries") o.retries = std::stoi(val);
+    else if (key == "--max-other") o.max_other = std::stod(val);
+    else if (key == "--retry-budget") o.retry_budget = std::stod(val);
+    else if (key == "--seconds") o.seconds = std::stod(val);
+    else if (key == "--envelope-bytes") o.envelope_bytes = std::stoi(val);
+    else if (key == "--dsn") o.dsn = val;
+    else if (key == "--tsv") o.tsv_path = val;
+    else if (key == "--md") o.md_path = val;
+    else return false;
+    return true;
+}
+
+inline bool has(const std::vector<std::string>& v, const std::string& s) {
+    return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Messages (client side, before timing)
+
+// The current time as timestamptz text (UTC, microseconds).
+inline std::string now_text() {
+    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                  std::chrono::system_clock::now().time_since_epoch()).count();
+    std::time_t secs = static_cast<std::time_t>(us / 1000000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char b[64];
+    std::snprintf(b, sizeof b, "%04d-%02d-%02d %02d:%02d:%02d.%06d+00", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
+    return b;
+}
+
+// Builds messages: a UUIDv7 id and a JSON envelope of exactly `envelope_bytes` characters
+// (ids, a hop, an order with lines, padded by a note), different for every message. No
+// character needs escaping in JSON strings or in COPY text.
+class MessageFactory {
+public:
+    MessageFactory(std::uint64_t seed, int envelope_bytes) : ids_(true, seed), rng_(seed ^ 0x5bd1e995), size_(envelope_bytes) {}
+
+    Uuid next_id() { return ids_.next(); }
+
+    std::string envelope(const Uuid& id, const std::string& ts) {
+        std::string s;
+        s.reserve(size_ + 64);
+        s += "{\"MessageId\":\"" + uuid_text(id) + "\",\"CorrelationId\":\"" + uuid_text(random_uuid()) +
+             "\",\"CausationId\":\"" + uuid_text(random_uuid()) +
+             "\",\"Hops\":[{\"Type\":\"Current\",\"ServiceName\":\"orders-api\",\"InstanceId\":\"" +
+             uuid_text(random_uuid()) + "\",\"Topic\":\"orders\",\"Timestamp\":\"" + ts +
+             "\"}],\"Payload\":{\"OrderId\":\"" + uuid_text(random_uuid()) + "\",\"CustomerId\":\"" +
+             uuid_text(random_uuid()) + "\",\"Currency\":\"EUR\",\"Lines\":[";
+        const std::string tail_open = "],\"Note\":\"";
+        const std::string tail_close = "\"}}";
+        char line[128];
+        for (int n = 0;; ++n) {
+            std::uint64_t r = rng_();
+            int len = std::snprintf(line, sizeof line, "%s{\"Sku\":\"SKU-%05u\",\"Quantity\":%u,\"UnitPrice\":%u.%02u}",
+                                    n ? "," : "", static_cast<unsigned>(r % 100000), static_cast<unsigned>((r >> 20) % 9 + 1),
+                                    static_cast<unsigned>((r >> 28) % 500), static_cast<unsigned>((r >> 40) % 100));
+            if (s.size() + len + tail_open.size() + tail_close.size() + 8 > static_cast<std::size_t>(size_)) break;
+            s.append(line, len);
+        }
+        s += tail_open;
+        static const char letters[] = "abcdefghijklmnopqrstuvwxyz ";
+        while (s.size() + tail_close.size() < static_cast<std::size_t>(size_)) s.push_back(letters[rng_() % 27]);
+        s += tail_close;
+        return s;
+    }
+
+    Uuid random_uuid() {
+        Uuid u{};
+        std::uint64_t a = rng_(), b = rng_();
+        for (int i = 0; i < 8; ++i) u[i] = static_cast<std::uint8_t>(a >> (56 - 8 * i));
+        for (int i = 0; i < 8; ++i) u[8 + i] = static_cast<std::uint8_t>(b >> (56 - 8 * i));
+        u[6] = static_cast<std::uint8_t>((u[6] & 0x0f) | 0x40);
+        u[8] = static_cast<std::uint8_t>((u[8] & 0x3f) | 0x80);
+        return u;
+    }
+
+private:
+    IdGenerator ids_;
+    std::mt19937_64 rng_;
+    int size_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Statements on a worker's connection
+
+// Runs a command; "" or "ERROR: <statement>: <message>".
+inline std::string exec_ok(PGconn* c, const char* sql) {
+    PgResult r(PQexec(c, sql));
+    if (PQresultStatus(r.r) != PGRES_COMMAND_OK) return "ERROR: " + std::string(sql) + ": " + one_line(PQerrorMessage(c));
+    return "";
+}
+
+inline void prepare_or_die(PGconn* c, const std::string& name, const std::string& sql) {
+    PgResult r(PQprepare(c, name.c_str(), sql.c_str(), 0, nullptr));
+    if (PQresultStatus(r.r) != PGRES_COMMAND_OK) {
+        std::fprintf(stderr, "cannot prepare %s: %s\n", name.c_str(), PQresultErrorMessage(r.r));
+        std::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workers: one connection and one thread each
+
+// What every driver's worker counts in a cell; drivers derive their worker from it.
+struct LoadWorker {
+    PGconn* conn = nullptr;
+    long timed_msgs = 0, timed_calls = 0, sent_msgs = 0;
+    bool exhausted = false;
+    long mismatches = 0;
+    std::string first_problem, error;
+    std::vector<double> lat_ms;
+
+    explicit LoadWorker(PGconn* c) : conn(c) {}
+
+    void reset_counts() {
+        timed_msgs = timed_calls = sent_msgs = 0;
+        exhausted = false;
+        mismatches = 0;
+        first_problem.clear();
+        error.clear();
+        lat_ms.clear();
+    }
+
+    // Counts a problem ("" is none); the first one and the first ERROR are kept.
+    void note(const std::string& problem) {
+        if (problem.empty()) return;
+        ++mismatches;
+        if (first_problem.empty()) first_problem = problem;
+        if (problem.rfind("ERROR:", 0) == 0 && error.empty()) error = problem;
+    }
+};
+
+template <typename W>
+std::vector<PGconn*> conns_of(std::vector<std::unique_ptr<W>>& ws) {
+    std::vector<PGconn*> c;
+    for (auto& w : ws) c.push_back(w->conn);
+    return c;
+}
+
+// Fills the result's rates and CPU/WAL columns from the workers and the window.
+template <typename W>
+void fill_result(CellResult& res, std::vector<std::unique_ptr<W>>& ws, const Window& win) {
+    std::vector<double> lat;
+    res.secs = win.secs;
+    for (auto& w : ws) {
+        res.ids += w->timed_msgs;
+        res.calls += w->timed_calls;
+        lat.insert(lat.end(), w->lat_ms.begin(), w->lat_ms.end());
+    }
+    if (res.secs > 0) {
+        res.ids_per_s = res.ids / res.secs;
+        res.calls_per_s = res.calls / res.secs;
+    }
+    res.p50 = percentile(lat, 0.50);
+    res.p99 = percentile(lat, 0.99);
+    if (res.ids > 0) res.wal_per_id = win.wal_bytes / res.ids;
+    if (res.ids > 0 && win.backend_cpu_s >= 0) res.cpu_us_per_id = win.backend_cpu_s * 1e6 / res.ids;
+    res.client_cpu_pct = win.client_cpu_pct;
+    res.other_cpu_pct = win.other_cpu_pct;
+}
+
+template <typename W>
+std::string problems_of(std::vector<std::unique_ptr<W>>& ws) {
+    long mismatches = 0;
+    std::string first;
+    for (auto& w : ws) {
+        mismatches += w->mismatches;
+        if (first.empty()) first = w->first_problem;
+    }
+    return mismatches ? std::to_string(mismatches) + " bad calls, first: " + first : "";
+}
+
+// How many entries of `v` repeat an earlier one (sorts `v`).
+inline long count_repeats(std::vector<std::string>& v) {
+    std::sort(v.begin(), v.end());
+    return static_cast<long>(v.size()) - static_cast<long>(std::unique(v.begin(), v.end()) - v.begin());
+}
+
+// A cell that could not be measured, with the reason in its check column.
+inline CellResult failed_cell(const std::string& method, const std::string& label, const std::string& mode, int batch,
+                              const std::exception& e) {
+    CellResult a;
+    a.method = method;
+    a.label = label;
+    a.mode = mode;
+    a.batch = batch;
+    a.check = e.what();
+    return a;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting
+
+// The progress lines on stdout: a header, then one line per measured round of a cell.
+inline void print_cell_header() {
+    std::printf("%-62s %-6s %6s %10s %9s %8s %8s %9s %7s %7s %8s  %s\n", "method", "part", "batch", "msgs/s", "calls/s",
+                "p50 ms", "p99 ms", "CPU us/m", "client%", "other%", "WAL B/m", "check");
+    std::fflush(stdout);
+}
+
+inline void print_cell(const CellResult& r, int round) {
+    std::printf("%-62s %-6s %6d %10s %9s %8.3f %8.3f %9.2f %7.0f %7.0f %8.0f  %s (round %d, windows %d)\n",
+                r.label.c_str(), r.mode.c_str(), r.batch, fmt_int(r.ids_per_s).c_str(), fmt_int(r.calls_per_s).c_str(),
+                r.p50, r.p99, r.cpu_us_per_id, r.client_cpu_pct, r.other_cpu_pct, r.wal_per_id, r.check.c_str(),
+                round, r.attempts);
+    std::fflush(stdout);
+}
+
+// The raw results file: one line per cell (rounds folded).
+inline void write_tsv_header(std::ostream& t) {
+    t << "part\tmethod\tbatch_or_pending\tconns\trounds\tmin_msgs_per_s\tmax_msgs_per_s\tmsgs\tcalls\tseconds\tmsgs_per_s"
+         "\tcalls_per_s\tp50_ms\tp99_ms\tcpu_us_per_msg\tclient_cpu_pct\tother_cpu_pct\twal_bytes_per_msg\tp90_ms\tcheck\n";
+}
+
+inline void write_tsv_row(std::ostream& t, const CellResult& r) {
+    t << r.mode << '\t' << r.method << '\t' << r.batch << '\t' << r.conns << '\t' << r.rounds << '\t'
+      << fmt("%.0f", r.min_ids_per_s) << '\t' << fmt("%.0f", r.max_ids_per_s) << '\t' << r.ids << '\t' << r.calls
+      << '\t' << fmt("%.3f", r.secs) << '\t' << fmt("%.0f", r.ids_per_s) << '\t' << fmt("%.0f", r.calls_per_s)
+      << '\t' << fmt("%.3f", r.p50) << '\t' << fmt("%.3f", r.p99) << '\t' << fmt("%.2f", r.cpu_us_per_id) << '\t'
+      << fmt("%.1f", r.client_cpu_pct) << '\t' << fmt("%.1f", r.other_cpu_pct) << '\t'
+      << fmt("%.1f", r.wal_per_id) << "\t\t" << r.check << '\n';
+}
+
+inline const CellResult* find_cell(const std::vector<CellResult>& rs, const std::string& mode, const std::string& method,
+                                   int batch) {
+    for (auto& r : rs)
+        if (r.mode == mode && r.method == method && r.batch == batch && r.valid) return &r;
+    return nullptr;
+}
+
+// Rate of a divided by rate of b, "n/a" when either is missing.
+inline std::string ratio_text(const CellResult* a, const CellResult* b) {
+    if (!a || !b || b->ids_per_s <= 0) return "n/a";
+    return fmt("%.2f", a->ids_per_s / b->ids_per_s) + "x";
+}
+
+// Server CPU per message of x divided by n's: above 1 favours n.
+inline std::string cpu_rel(const CellResult* n, const CellResult* x) {
+    if (!n || !x || n->cpu_us_per_id <= 0 || x->cpu_us_per_id < 0) return "n/a";
+    return fmt("%.2f", x->cpu_us_per_id / n->cpu_us_per_id);
+}
+
+inline void cell_row(std::ostream& md, const CellResult& r, bool with_batch) {
+    md << "| " << r.label << " | ";
+    if (with_batch) md << r.batch << " | ";
+    md << (r.ids ? fmt_int(r.ids_per_s) : "-") << " | "
+       << (r.ids ? fmt_int(r.min_ids_per_s) + "-" + fmt_int(r.max_ids_per_s) : "-") << " | "
+       << (r.ids ? fmt_int(r.calls_per_s) : "-") << " | " << fmt("%.3f", r.p50) << " | " << fmt("%.3f", r.p99) << " | "
+       << (r.cpu_us_per_id >= 0 ? fmt("%.2f", r.cpu_us_per_id) : std::string("n/a")) << " | "
+       << (r.client_cpu_pct >= 0 ? fmt("%.0f", r.client_cpu_pct) : std::string("n/a")) << " | "
+       << (r.other_cpu_pct >= 0 ? fmt("%.0f", r.other_cpu_pct) : std::string("n/a")) << " | " << fmt("%.0f", r.wal_per_id)
+       << " | " << fmt_int(r.ids) << " | " << fmt("%.2f", r.secs) << " | " << r.check << " |\n";
+}
+
+// What the columns of cell_row mean.
+inline std::string columns_note(const RunOptions& o, const char* unit, const char* call) {
+    std::ostringstream s;
+    s << unit << "s/s = messages in the timed window / wall seconds, all " << o.conns
+      << " connections together; with " << o.rounds << " round(s) per cell it is the median, the range is min-max over "
+      "the rounds (the other columns are from the round nearest the median; CPU is its own median). p50/p99 are per "
+      << call << ". CPU us/" << unit << " = CPU time of the " << o.conns << " server backends (from /proc; WAL writer, "
+      "checkpointer and client not included) / messages: the server's own work, which other load on the machine "
+      "disturbs less than the rate. client % / other % = CPU of the driver / of everything else (WAL writer, "
+      "checkpointer, autovacuum, other work on the machine) as a share of all cores during the window; a window in "
+      "which other % exceeded " << fmt("%.0f", o.max_other) << " was measured again (up to " << o.retries
+      << " time(s), within a budget of " << fmt("%.0f", 100 * o.retry_budget) << " % extra windows for the run) and the "
+      "least disturbed kept; a result still above it says 'disturbed'. WAL B/" << unit << " = WAL bytes written in the "
+      "window / messages.";
+    return s.str();
+}
+
 }  // namespace bench

@@ -21,8 +21,6 @@
 // Output: a text table on stdout, a TSV (--tsv) and a markdown fragment (--md).
 // Connection parameters come from the usual PG* environment variables (or --dsn).
 
-#include <ctime>
-
 #include "core/partition.h"
 #include "common.h"
 
@@ -33,24 +31,16 @@ using namespace bench;
 // ---------------------------------------------------------------------------------------------
 // Options
 
-struct Options {
+struct Options : RunOptions {
     std::vector<std::string> parts{"store", "cycle", "latency"};
     std::vector<std::string> store_methods{"native", "plpgsql", "plain", "copy"};
     std::vector<int> batches{1, 100, 1000};
     std::vector<std::string> cycle_methods{"native", "native2", "sql"};
     std::vector<long> latency_sizes{1000, 1000000};
-    int conns = 2;
-    int rounds = 3;
-    int retries = 1;
-    double retry_budget = 0.5;
-    double max_other = 20;
-    double seconds = 2.0;
-    int envelope_bytes = 1000;  // JSON text of each Envelope
     long max_msgs = 250000;     // per connection per store cell (memory cap)
     long cycle_rows = 150000;   // pending messages loaded before each cycle cell
     int claim_rows = 100;
     int latency_calls = 300;
-    std::string dsn, tsv_path, md_path;
 };
 
 [[noreturn]] void usage(const char* msg) {
@@ -73,6 +63,7 @@ Options parse_options(int argc, char** argv) {
         std::string key = a.substr(0, eq);
         std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
         try {
+            if (parse_run_option(key, val, o)) continue;
             if (key == "--parts") o.parts = split(val, ',');
             else if (key == "--store-methods") o.store_methods = split(val, ',');
             else if (key == "--batches") {
@@ -82,20 +73,10 @@ Options parse_options(int argc, char** argv) {
             else if (key == "--latency-sizes") {
                 o.latency_sizes.clear();
                 for (auto& s : split(val, ',')) o.latency_sizes.push_back(std::stol(s));
-            } else if (key == "--conns") o.conns = std::stoi(val);
-            else if (key == "--rounds") o.rounds = std::stoi(val);
-            else if (key == "--retries") o.retries = std::stoi(val);
-            else if (key == "--max-other") o.max_other = std::stod(val);
-            else if (key == "--retry-budget") o.retry_budget = std::stod(val);
-            else if (key == "--seconds") o.seconds = std::stod(val);
-            else if (key == "--envelope-bytes") o.envelope_bytes = std::stoi(val);
-            else if (key == "--max-msgs") o.max_msgs = std::stol(val);
+            } else if (key == "--max-msgs") o.max_msgs = std::stol(val);
             else if (key == "--cycle-rows") o.cycle_rows = std::stol(val);
             else if (key == "--claim-rows") o.claim_rows = std::stoi(val);
             else if (key == "--latency-calls") o.latency_calls = std::stoi(val);
-            else if (key == "--dsn") o.dsn = val;
-            else if (key == "--tsv") o.tsv_path = val;
-            else if (key == "--md") o.md_path = val;
             else if (key == "--help" || key == "-h") usage("help requested");
             else usage(("unknown option " + a).c_str());
         } catch (const std::logic_error&) {
@@ -112,10 +93,6 @@ Options parse_options(int argc, char** argv) {
     return o;
 }
 
-bool has(const std::vector<std::string>& v, const std::string& s) {
-    return std::find(v.begin(), v.end(), s) != v.end();
-}
-
 // ---------------------------------------------------------------------------------------------
 // Messages (client side, before timing)
 
@@ -128,80 +105,15 @@ constexpr int kPartitionCount = 10000;  // store_inbox_messages' default
 // checked against whizbang.partition_of afterwards.
 int partition_of(const Uuid& u, int count) { return whizbang::core::partition_of(u, count); }
 
-// The current time as timestamptz text (UTC, microseconds).
-std::string now_text() {
-    auto us = std::chrono::duration_cast<std::chrono::microseconds>(
-                  std::chrono::system_clock::now().time_since_epoch()).count();
-    std::time_t secs = static_cast<std::time_t>(us / 1000000);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    char b[64];
-    std::snprintf(b, sizeof b, "%04d-%02d-%02d %02d:%02d:%02d.%06d+00", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(us % 1000000));
-    return b;
+// One element of p_messages (the envelope from common.h's MessageFactory).
+std::string element(const Uuid& id, const std::string& envelope, const std::string& ts) {
+    std::string s;
+    s.reserve(envelope.size() + 300);
+    s += "{\"MessageId\":\"" + uuid_text(id) + "\",\"HandlerName\":\"" + kHandler + "\",\"MessageType\":\"" + kType +
+         "\",\"Envelope\":" + envelope + ",\"Metadata\":" + kMetadata + ",\"IsEvent\":true,\"SentAt\":\"" + ts +
+         "\"}";
+    return s;
 }
-
-// Builds inbox messages: a UUIDv7 id and a JSON envelope of exactly --envelope-bytes characters
-// (ids, a hop, an order with lines, padded by a note), different for every message. No
-// character needs escaping in JSON strings or in COPY text.
-class MessageFactory {
-public:
-    MessageFactory(std::uint64_t seed, int envelope_bytes) : ids_(true, seed), rng_(seed ^ 0x5bd1e995), size_(envelope_bytes) {}
-
-    Uuid next_id() { return ids_.next(); }
-
-    std::string envelope(const Uuid& id, const std::string& ts) {
-        std::string s;
-        s.reserve(size_ + 64);
-        s += "{\"MessageId\":\"" + uuid_text(id) + "\",\"CorrelationId\":\"" + uuid_text(random_uuid()) +
-             "\",\"CausationId\":\"" + uuid_text(random_uuid()) +
-             "\",\"Hops\":[{\"Type\":\"Current\",\"ServiceName\":\"orders-api\",\"InstanceId\":\"" +
-             uuid_text(random_uuid()) + "\",\"Topic\":\"orders\",\"Timestamp\":\"" + ts +
-             "\"}],\"Payload\":{\"OrderId\":\"" + uuid_text(random_uuid()) + "\",\"CustomerId\":\"" +
-             uuid_text(random_uuid()) + "\",\"Currency\":\"EUR\",\"Lines\":[";
-        const std::string tail_open = "],\"Note\":\"";
-        const std::string tail_close = "\"}}";
-        char line[128];
-        for (int n = 0;; ++n) {
-            std::uint64_t r = rng_();
-            int len = std::snprintf(line, sizeof line, "%s{\"Sku\":\"SKU-%05u\",\"Quantity\":%u,\"UnitPrice\":%u.%02u}",
-                                    n ? "," : "", static_cast<unsigned>(r % 100000), static_cast<unsigned>((r >> 20) % 9 + 1),
-                                    static_cast<unsigned>((r >> 28) % 500), static_cast<unsigned>((r >> 40) % 100));
-            if (s.size() + len + tail_open.size() + tail_close.size() + 8 > static_cast<std::size_t>(size_)) break;
-            s.append(line, len);
-        }
-        s += tail_open;
-        static const char letters[] = "abcdefghijklmnopqrstuvwxyz ";
-        while (s.size() + tail_close.size() < static_cast<std::size_t>(size_)) s.push_back(letters[rng_() % 27]);
-        s += tail_close;
-        return s;
-    }
-
-    // One element of p_messages.
-    std::string element(const Uuid& id, const std::string& envelope, const std::string& ts) {
-        std::string s;
-        s.reserve(envelope.size() + 300);
-        s += "{\"MessageId\":\"" + uuid_text(id) + "\",\"HandlerName\":\"" + kHandler + "\",\"MessageType\":\"" + kType +
-             "\",\"Envelope\":" + envelope + ",\"Metadata\":" + kMetadata + ",\"IsEvent\":true,\"SentAt\":\"" + ts +
-             "\"}";
-        return s;
-    }
-
-private:
-    Uuid random_uuid() {
-        Uuid u{};
-        std::uint64_t a = rng_(), b = rng_();
-        for (int i = 0; i < 8; ++i) u[i] = static_cast<std::uint8_t>(a >> (56 - 8 * i));
-        for (int i = 0; i < 8; ++i) u[8 + i] = static_cast<std::uint8_t>(b >> (56 - 8 * i));
-        u[6] = static_cast<std::uint8_t>((u[6] & 0x0f) | 0x40);
-        u[8] = static_cast<std::uint8_t>((u[8] & 0x3f) | 0x80);
-        return u;
-    }
-
-    IdGenerator ids_;
-    std::mt19937_64 rng_;
-    int size_;
-};
 
 // One batch as every method sends it.
 struct Batch {
@@ -226,7 +138,7 @@ void build_batch(MessageFactory& f, const std::string& consumer, std::size_t n, 
         std::string env = f.envelope(id, ts);
         if (json) {
             if (k) b.json.push_back(',');
-            b.json += f.element(id, env, ts);
+            b.json += element(id, env, ts);
         }
         if (copy) {
             const std::string idt = uuid_text(id);
@@ -363,12 +275,6 @@ std::vector<StoreMethod> store_method_table() {
     return m;
 }
 
-std::string exec_ok(PGconn* c, const char* sql) {
-    PgResult r(PQexec(c, sql));
-    if (PQresultStatus(r.r) != PGRES_COMMAND_OK) return "ERROR: " + std::string(sql) + ": " + one_line(PQerrorMessage(c));
-    return "";
-}
-
 // Three COPYs (dedup, message, work) in one transaction; returns "" or the problem.
 std::string copy_batch(PGconn* c, const Tables& t, const Batch& b, long n) {
     std::string e = exec_ok(c, "BEGIN");
@@ -414,34 +320,23 @@ std::string store_call(PGconn* c, const StoreMethod& m, const Batch& b, const Uu
     return "";
 }
 
-struct Worker {
-    PGconn* conn = nullptr;
+struct Worker : LoadWorker {
     MessageFactory factory;
     std::vector<Uuid> ids;
     std::vector<Batch> batches;
     std::size_t warm_batches = 0, next = 0;
-    long timed_msgs = 0, timed_calls = 0, sent_msgs = 0;
-    bool exhausted = false;
-    long mismatches = 0;
-    std::string first_problem, error;
-    std::vector<double> lat_ms;
     std::vector<std::string> claimed;  // cycle: every message id handed to this client
     long short_claims = 0;             // cycle: claims that returned fewer rows than asked for
 
-    Worker(PGconn* c, std::uint64_t seed, int envelope_bytes) : conn(c), factory(seed, envelope_bytes) {}
+    Worker(PGconn* c, std::uint64_t seed, int envelope_bytes) : LoadWorker(c), factory(seed, envelope_bytes) {}
 
     void reset() {
+        reset_counts();
         ids.clear();
         ids.shrink_to_fit();
         batches.clear();
         batches.shrink_to_fit();
         warm_batches = next = 0;
-        timed_msgs = timed_calls = sent_msgs = 0;
-        exhausted = false;
-        mismatches = 0;
-        first_problem.clear();
-        error.clear();
-        lat_ms.clear();
         short_claims = 0;
         claimed.clear();
         claimed.shrink_to_fit();
@@ -458,53 +353,9 @@ struct Worker {
             batches.push_back(std::move(b));
         }
     }
-
-    void note(const std::string& problem) {
-        if (problem.empty()) return;
-        ++mismatches;
-        if (first_problem.empty()) first_problem = problem;
-        if (problem.rfind("ERROR:", 0) == 0 && error.empty()) error = problem;
-    }
 };
 
 using Workers = std::vector<std::unique_ptr<Worker>>;
-
-std::vector<PGconn*> conns_of(Workers& ws) {
-    std::vector<PGconn*> c;
-    for (auto& w : ws) c.push_back(w->conn);
-    return c;
-}
-
-// Fills the result's rates and CPU/WAL columns from the workers and the window.
-void fill_result(CellResult& res, Workers& ws, const Window& win) {
-    std::vector<double> lat;
-    res.secs = win.secs;
-    for (auto& w : ws) {
-        res.ids += w->timed_msgs;
-        res.calls += w->timed_calls;
-        lat.insert(lat.end(), w->lat_ms.begin(), w->lat_ms.end());
-    }
-    if (res.secs > 0) {
-        res.ids_per_s = res.ids / res.secs;
-        res.calls_per_s = res.calls / res.secs;
-    }
-    res.p50 = percentile(lat, 0.50);
-    res.p99 = percentile(lat, 0.99);
-    if (res.ids > 0) res.wal_per_id = win.wal_bytes / res.ids;
-    if (res.ids > 0 && win.backend_cpu_s >= 0) res.cpu_us_per_id = win.backend_cpu_s * 1e6 / res.ids;
-    res.client_cpu_pct = win.client_cpu_pct;
-    res.other_cpu_pct = win.other_cpu_pct;
-}
-
-std::string problems_of(Workers& ws) {
-    long mismatches = 0;
-    std::string first;
-    for (auto& w : ws) {
-        mismatches += w->mismatches;
-        if (first.empty()) first = w->first_problem;
-    }
-    return mismatches ? std::to_string(mismatches) + " bad calls, first: " + first : "";
-}
 
 // One store cell: TRUNCATE, CHECKPOINT, warm-up with every row checked and the content check,
 // a timed pool sized from the warm-up rate, CHECKPOINT, the timed window, the table check.
@@ -842,8 +693,7 @@ CellResult run_cycle_cell(const Options& o, const CycleMethod& m, PGconn* admin,
         handed += w->sent_msgs;
         all.insert(all.end(), w->claimed.begin(), w->claimed.end());
     }
-    std::sort(all.begin(), all.end());
-    long twice = static_cast<long>(all.size()) - static_cast<long>(std::unique(all.begin(), all.end()) - all.begin());
+    long twice = count_repeats(all);
     if (twice) notes.push_back(std::to_string(twice) + " messages handed out twice");
     std::string left = exec_admin(admin, "SELECT (SELECT count(*) FROM " + m.tables.work + ") + (SELECT count(*) FROM " +
                                              m.tables.inbox + ")");
@@ -973,50 +823,6 @@ Latency run_latency(const Options& o, long pending, PGconn* admin, Workers& ws) 
 // ---------------------------------------------------------------------------------------------
 // Reporting
 
-const CellResult* find(const std::vector<CellResult>& rs, const std::string& mode, const std::string& method, int batch) {
-    for (auto& r : rs)
-        if (r.mode == mode && r.method == method && r.batch == batch && r.valid) return &r;
-    return nullptr;
-}
-
-std::string ratio_text(const CellResult* a, const CellResult* b) {
-    if (!a || !b || b->ids_per_s <= 0) return "n/a";
-    return fmt("%.2f", a->ids_per_s / b->ids_per_s) + "x";
-}
-
-std::string cpu_rel(const CellResult* n, const CellResult* x) {
-    if (!n || !x || n->cpu_us_per_id <= 0 || x->cpu_us_per_id < 0) return "n/a";
-    return fmt("%.2f", x->cpu_us_per_id / n->cpu_us_per_id);
-}
-
-void cell_row(std::ostream& md, const CellResult& r, bool with_batch) {
-    md << "| " << r.label << " | ";
-    if (with_batch) md << r.batch << " | ";
-    md << (r.ids ? fmt_int(r.ids_per_s) : "-") << " | "
-       << (r.ids ? fmt_int(r.min_ids_per_s) + "-" + fmt_int(r.max_ids_per_s) : "-") << " | "
-       << (r.ids ? fmt_int(r.calls_per_s) : "-") << " | " << fmt("%.3f", r.p50) << " | " << fmt("%.3f", r.p99) << " | "
-       << (r.cpu_us_per_id >= 0 ? fmt("%.2f", r.cpu_us_per_id) : std::string("n/a")) << " | "
-       << (r.client_cpu_pct >= 0 ? fmt("%.0f", r.client_cpu_pct) : std::string("n/a")) << " | "
-       << (r.other_cpu_pct >= 0 ? fmt("%.0f", r.other_cpu_pct) : std::string("n/a")) << " | " << fmt("%.0f", r.wal_per_id)
-       << " | " << fmt_int(r.ids) << " | " << fmt("%.2f", r.secs) << " | " << r.check << " |\n";
-}
-
-std::string columns_note(const Options& o, const char* unit, const char* call) {
-    std::ostringstream s;
-    s << unit << "s/s = messages in the timed window / wall seconds, all " << o.conns
-      << " connections together; with " << o.rounds << " round(s) per cell it is the median, the range is min-max over "
-      "the rounds (the other columns are from the round nearest the median; CPU is its own median). p50/p99 are per "
-      << call << ". CPU us/" << unit << " = CPU time of the " << o.conns << " server backends (from /proc; WAL writer, "
-      "checkpointer and client not included) / messages: the server's own work, which other load on the machine "
-      "disturbs less than the rate. client % / other % = CPU of the driver / of everything else (WAL writer, "
-      "checkpointer, autovacuum, other work on the machine) as a share of all cores during the window; a window in "
-      "which other % exceeded " << fmt("%.0f", o.max_other) << " was measured again (up to " << o.retries
-      << " time(s), within a budget of " << fmt("%.0f", 100 * o.retry_budget) << " % extra windows for the run) and the "
-      "least disturbed kept; a result still above it says 'disturbed'. WAL B/" << unit << " = WAL bytes written in the "
-      "window / messages.";
-    return s.str();
-}
-
 void write_markdown(const Options& o, const std::vector<CellResult>& rs, const std::vector<Latency>& lat, std::ostream& md) {
     const bool store = has(o.parts, "store"), cycle = has(o.parts, "cycle"), latency = has(o.parts, "latency");
     std::vector<std::pair<std::string, std::string>> targets;  // text, verdict row
@@ -1036,18 +842,18 @@ void write_markdown(const Options& o, const std::vector<CellResult>& rs, const s
            << "| batch | native msgs/s | (a) PL/pgSQL | (b) plain | (c) COPY | native/(a) | native/(b) | native/(c) |\n"
            << "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
         for (int b : o.batches) {
-            auto n = find(rs, "store", "native", b);
-            auto a = find(rs, "store", "plpgsql", b);
-            auto p = find(rs, "store", "plain", b);
-            auto c = find(rs, "store", "copy", b);
+            auto n = find_cell(rs, "store", "native", b);
+            auto a = find_cell(rs, "store", "plpgsql", b);
+            auto p = find_cell(rs, "store", "plain", b);
+            auto c = find_cell(rs, "store", "copy", b);
             auto v = [](const CellResult* r) { return r ? fmt_int(r->ids_per_s) : std::string("n/a"); };
             md << "| " << b << " | " << v(n) << " | " << v(a) << " | " << v(p) << " | " << v(c) << " | "
                << ratio_text(n, a) << " (" << cpu_rel(n, a) << ") | " << ratio_text(n, p) << " (" << cpu_rel(n, p)
                << ") | " << ratio_text(n, c) << " (" << cpu_rel(n, c) << ") |\n";
         }
-        auto n = find(rs, "store", "native", 100);
-        auto a = find(rs, "store", "plpgsql", 100);
-        auto c = find(rs, "store", "copy", 100);
+        auto n = find_cell(rs, "store", "native", 100);
+        auto a = find_cell(rs, "store", "plpgsql", 100);
+        auto c = find_cell(rs, "store", "copy", 100);
         auto verdict = [](const CellResult* x, const CellResult* y, double goal) {
             if (!x || !y) return std::string("n/a | n/a | n/a | n/a");
             double q = x->ids_per_s / y->ids_per_s;
@@ -1072,9 +878,9 @@ void write_markdown(const Options& o, const std::vector<CellResult>& rs, const s
            << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
         for (auto& r : rs)
             if (r.mode == "cycle") cell_row(md, r, false);
-        auto n = find(rs, "cycle", "native", o.claim_rows);
-        auto n2 = find(rs, "cycle", "native2", o.claim_rows);
-        auto s = find(rs, "cycle", "sql", o.claim_rows);
+        auto n = find_cell(rs, "cycle", "native", o.claim_rows);
+        auto n2 = find_cell(rs, "cycle", "native2", o.claim_rows);
+        auto s = find_cell(rs, "cycle", "sql", o.claim_rows);
         md << "\n| ratio | msgs/s | server CPU per message (reference / native) |\n|---|---:|---:|\n"
            << "| native (one transaction) / (r) | " << ratio_text(n, s) << " | " << cpu_rel(n, s) << " |\n"
            << "| native (a transaction each) / (r) | " << ratio_text(n2, s) << " | " << cpu_rel(n2, s) << " |\n";
@@ -1165,18 +971,11 @@ int main(int argc, char** argv) {
 
     // Every statement is prepared on every connection (the latency part uses the native ones).
     for (auto& w : ws) {
-        auto prep = [&](const std::string& name, const std::string& sql) {
-            PgResult r(PQprepare(w->conn, name.c_str(), sql.c_str(), 0, nullptr));
-            if (PQresultStatus(r.r) != PGRES_COMMAND_OK) {
-                std::fprintf(stderr, "cannot prepare %s: %s\n", name.c_str(), PQresultErrorMessage(r.r));
-                std::exit(1);
-            }
-        };
         for (auto& m : store_method_table())
-            if (m.kind == StoreKind::Function) prep(m.name, m.sql);
+            if (m.kind == StoreKind::Function) prepare_or_die(w->conn, m.name, m.sql);
         for (auto& m : cycle_method_table()) {
-            prep(m.name + "_claim", m.claim_sql);
-            prep(m.name + "_complete", m.complete_sql);
+            prepare_or_die(w->conn, m.name + "_claim", m.claim_sql);
+            prepare_or_die(w->conn, m.name + "_complete", m.complete_sql);
         }
     }
 
@@ -1185,27 +984,7 @@ int main(int argc, char** argv) {
                    (do_cycle ? static_cast<long>(cycle_methods.size()) : 0);
     long budget = static_cast<long>(std::ceil(o.retry_budget * planned * o.rounds));
 
-    std::printf("%-62s %-6s %6s %10s %9s %8s %8s %9s %7s %7s %8s  %s\n", "method", "part", "batch", "msgs/s", "calls/s",
-                "p50 ms", "p99 ms", "CPU us/m", "client%", "other%", "WAL B/m", "check");
-    std::fflush(stdout);
-    auto show = [](const CellResult& r, int round) {
-        std::printf("%-62s %-6s %6d %10s %9s %8.3f %8.3f %9.2f %7.0f %7.0f %8.0f  %s (round %d, windows %d)\n",
-                    r.label.c_str(), r.mode.c_str(), r.batch, fmt_int(r.ids_per_s).c_str(), fmt_int(r.calls_per_s).c_str(),
-                    r.p50, r.p99, r.cpu_us_per_id, r.client_cpu_pct, r.other_cpu_pct, r.wal_per_id, r.check.c_str(),
-                    round, r.attempts);
-        std::fflush(stdout);
-    };
-    auto failed = [](const std::string& method, const std::string& label, const std::string& mode, int batch,
-                     const std::exception& e) {
-        CellResult a;
-        a.method = method;
-        a.label = label;
-        a.mode = mode;
-        a.batch = batch;
-        a.check = e.what();
-        return a;
-    };
-
+    print_cell_header();
     std::vector<CellResult> measured;
     if (do_store)
         for (int round = 1; round <= o.rounds; ++round)
@@ -1215,10 +994,10 @@ int main(int argc, char** argv) {
                         try {
                             return run_store_cell(o, m, b, admin, ws);
                         } catch (const std::exception& e) {
-                            return failed(m.name, m.label, "store", b, e);
+                            return failed_cell(m.name, m.label, "store", b, e);
                         }
                     });
-                    show(r, round);
+                    print_cell(r, round);
                     measured.push_back(r);
                 }
     if (do_cycle) {
@@ -1236,10 +1015,10 @@ int main(int argc, char** argv) {
                     try {
                         return run_cycle_cell(o, m, admin, ws);
                     } catch (const std::exception& e) {
-                        return failed(m.name, m.label, "cycle", o.claim_rows, e);
+                        return failed_cell(m.name, m.label, "cycle", o.claim_rows, e);
                     }
                 });
-                show(r, round);
+                print_cell(r, round);
                 measured.push_back(r);
             }
     if (do_cycle) drop_stage(admin);
@@ -1267,15 +1046,8 @@ int main(int argc, char** argv) {
 
     if (!o.tsv_path.empty()) {
         std::ofstream t(o.tsv_path);
-        t << "part\tmethod\tbatch_or_pending\tconns\trounds\tmin_msgs_per_s\tmax_msgs_per_s\tmsgs\tcalls\tseconds\tmsgs_per_s"
-             "\tcalls_per_s\tp50_ms\tp99_ms\tcpu_us_per_msg\tclient_cpu_pct\tother_cpu_pct\twal_bytes_per_msg\tp90_ms\tcheck\n";
-        for (auto& r : results)
-            t << r.mode << '\t' << r.method << '\t' << r.batch << '\t' << r.conns << '\t' << r.rounds << '\t'
-              << fmt("%.0f", r.min_ids_per_s) << '\t' << fmt("%.0f", r.max_ids_per_s) << '\t' << r.ids << '\t' << r.calls
-              << '\t' << fmt("%.3f", r.secs) << '\t' << fmt("%.0f", r.ids_per_s) << '\t' << fmt("%.0f", r.calls_per_s)
-              << '\t' << fmt("%.3f", r.p50) << '\t' << fmt("%.3f", r.p99) << '\t' << fmt("%.2f", r.cpu_us_per_id) << '\t'
-              << fmt("%.1f", r.client_cpu_pct) << '\t' << fmt("%.1f", r.other_cpu_pct) << '\t'
-              << fmt("%.1f", r.wal_per_id) << "\t\t" << r.check << '\n';
+        write_tsv_header(t);
+        for (auto& r : results) write_tsv_row(t, r);
         for (auto& l : lat)
             t << "latency\tnative\t" << l.pending << "\t1\t1\t\t\t" << l.calls * o.claim_rows << '\t' << l.calls
               << "\t\t\t\t" << fmt("%.3f", l.p50) << '\t' << fmt("%.3f", l.p99) << '\t' << fmt("%.1f", l.cpu_p50 * 1000)
