@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# The background scheduler (DESIGN §3.6). Three throw-away clusters:
+#   1. shared_preload_libraries = 'whizbang', whizbang.maintenance_databases = 'postgres, app'
+#      and whizbang.maintenance_naptime = 1s: expired dedup records, dead letters and idempotency
+#      tombstones disappear from both databases without any call, while recent records, a
+#      waiting message's record and its work stay; a database without the extension is left
+#      alone; the worker shows in pg_stat_activity; a changed naptime is taken on reload;
+#   2. whizbang preloaded, no maintenance_databases: no worker, nothing purged;
+#   3. not preloaded: no worker, nothing purged.
+# Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
+set -euo pipefail
+
+self=$(readlink -f "$0")
+cd "$(dirname "$self")/../.."
+source scripts/lib.sh  # wb_free_port
+
+FAILED=0
+check_eq() {  # check_eq "description" expected actual
+  if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1 (expected: $2, got: $3)"; FAILED=$((FAILED + 1)); fi
+}
+q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
+
+# Old rows (recorded in 2000), a recent one, and a message stored in 2000 still waiting.
+seed_rows() {  # database
+  q -d "$1" <<'SQL'
+CREATE EXTENSION IF NOT EXISTS whizbang;
+SELECT count(*) FROM whizbang.dedup_insert_many(
+    ARRAY(SELECT ('80000000-0000-4000-8000-' || lpad(to_hex(i), 12, '0'))::uuid FROM generate_series(1, 500) i),
+    'old', NULL, NULL, '2000-01-01 00:00:00+00');
+SELECT whizbang.dedup_insert('81000000-0000-4000-8000-000000000001', 'recent');
+SELECT count(*) FROM whizbang.store_inbox_messages('[{"MessageId": "82000000-0000-4000-8000-000000000001",
+    "HandlerName": "h", "MessageType": "t", "Envelope": {}}]', p_now => '2000-01-01 00:00:00+00', p_consumer => 'waiting');
+SELECT count(*) FROM whizbang.store_inbox_messages('[{"MessageId": "83000000-0000-4000-8000-000000000001",
+    "HandlerName": "h", "MessageType": "t", "Envelope": {}}]', p_now => '2000-01-01 00:00:00+00', p_consumer => 'dead');
+SELECT outcome FROM whizbang.fail_work('inbox', ARRAY['83000000-0000-4000-8000-000000000001'::uuid], ARRAY['x'], NULL,
+    ARRAY[false], 'dead', '2000-01-01 00:00:00+00');
+SELECT outcome FROM whizbang.idempotency_begin('s', 'k', p_now => '2000-01-01 00:00:00+00');
+SELECT whizbang.idempotency_complete('s', 'k', (SELECT token FROM whizbang.wh_idempotency_keys), '{}', p_now => '2000-01-01 00:00:00+00');
+SQL
+}
+# What is left: old dedup records, recent ones, waiting ones, dead letters, idempotency keys, waiting work.
+left() {  # database
+  q -d "$1" -c "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer IN ('old', 'dead'))
+                  || ' ' || (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'recent')
+                  || ' ' || (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'waiting')
+                  || ' ' || (SELECT count(*) FROM whizbang.wh_dead_letters)
+                  || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys)
+                  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_work)"
+}
+wait_for() {  # database expected seconds
+  local got="" i
+  for ((i = 0; i < $3 * 5; i++)); do
+    got=$(left "$1")
+    [ "$got" = "$2" ] && break
+    sleep 0.2
+  done
+  echo "$got"
+}
+workers() {  # the maintenance workers running, by database
+  q -c "SELECT coalesce(string_agg(datname, ',' ORDER BY datname), '') FROM pg_stat_activity
+         WHERE backend_type = 'whizbang maintenance'"
+}
+
+case "${1:-}" in
+  --preloaded)
+    q -c "CREATE DATABASE app" -c "CREATE DATABASE other"
+    seed_rows postgres >/dev/null
+    seed_rows app >/dev/null
+    seed_rows other >/dev/null
+    q -d other -c "DROP EXTENSION whizbang"
+    check_eq "postgres: old records, dead letters and tombstones go without any call; recent and waiting stay" \
+      "0 1 1 0 0 1" "$(wait_for postgres "0 1 1 0 0 1" 30)"
+    check_eq "app: the same" "0 1 1 0 0 1" "$(wait_for app "0 1 1 0 0 1" 30)"
+    check_eq "the workers show in pg_stat_activity, one per listed database" "app,postgres" "$(workers)"
+    # pg_virtualenv keeps the server log next to its configuration.
+    logged=$(cat "${PG_CLUSTER_CONF_ROOT:-/nonexistent}"/../log/*.log 2>/dev/null |
+             grep -c 'whizbang maintenance: purge_old_deduplication 500, ' || true)
+    check_eq "the workers logged what they purged (one line per database)" "2" "$logged"
+    # A database where the extension was dropped: the worker leaves it alone (no errors, no worker).
+    q -d other -c "CREATE EXTENSION whizbang" >/dev/null
+    seed_rows other >/dev/null
+    sleep 2
+    check_eq "other (not listed): nothing purged" "501 1 1 1 1 1" "$(left other)"
+    # New old rows while running: purged at the next round.
+    q -c "SELECT count(*) FROM whizbang.dedup_insert_many(ARRAY['84000000-0000-4000-8000-000000000001'::uuid], 'old',
+          NULL, NULL, '2000-01-01 00:00:00+00')" >/dev/null
+    check_eq "postgres: a new old record goes at the next round" "0 1 1 0 0 1" "$(wait_for postgres "0 1 1 0 0 1" 10)"
+    # Reload with a long naptime: a new old record now stays.
+    q -c "ALTER SYSTEM SET whizbang.maintenance_naptime = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
+    sleep 3
+    q -c "SELECT count(*) FROM whizbang.dedup_insert_many(ARRAY['84000000-0000-4000-8000-000000000002'::uuid], 'old',
+          NULL, NULL, '2000-01-01 00:00:00+00')" >/dev/null
+    sleep 3
+    check_eq "after a reload with naptime 1h, the worker sleeps (the new old record stays)" "1 1 1 0 0 1" "$(left postgres)"
+    exit $FAILED
+    ;;
+  --idle)
+    seed_rows postgres >/dev/null
+    sleep 3
+    check_eq "$2: no maintenance worker" "" "$(workers)"
+    check_eq "$2: nothing purged" "501 1 1 1 1 1" "$(left postgres)"
+    exit $FAILED
+    ;;
+esac
+
+status=0
+pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o "shared_preload_libraries=whizbang" \
+  -o "whizbang.maintenance_databases=postgres, app" -o "whizbang.maintenance_naptime=1" \
+  bash "$self" --preloaded || status=1
+pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o "shared_preload_libraries=whizbang" \
+  bash "$self" --idle "preloaded without maintenance_databases" || status=1
+pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$self" --idle "not preloaded" || status=1
+[ $status -eq 0 ] && echo "all checks passed"
+exit $status
