@@ -1,8 +1,9 @@
 # shellcheck shell=bash
-# Shared by the benchmark entry points (bench/run: dedup, bench/inbox: inbox). Source it; do
-# not run it. It holds what every benchmark run does the same way: wait for a quiet machine,
-# start ONE throw-away cluster with the benchmark settings, describe the machine, server and
-# settings at the top of the results file, and replace a marked block of docs/performance.md.
+# Shared by the benchmark entry points (bench/run: dedup, bench/inbox: inbox, bench/outbox:
+# outbox). Source it; do not run it. It holds what every benchmark run does the same way: wait
+# for a quiet machine, start ONE throw-away cluster with the benchmark settings, describe the
+# machine, server and settings (and the library measured) at the top of the results file, and
+# replace a marked block of docs/performance.md.
 #
 # Cluster settings (environment), the same for every benchmark:
 #   BENCH_FSYNC=on BENCH_SYNC_COMMIT=on BENCH_SHARED_BUFFERS=256MB
@@ -100,6 +101,27 @@ bench_describe() {
   echo "- Before the start: ${BENCH_IDLE_NOTE:-no idle check}"
   echo "- Other load on the machine: load average (1/5/15 min) $load_start at the start, $load_end at the end"
   echo "  (the driver and server account for up to about $own of it; more means other work shared the cores)"
+}
+
+# The library the cluster loads is the one installed for the whole machine; another build
+# installed during the run would be measured instead. The entry points record its checksum at
+# the start and at the end, with the one this tree built.
+bench_library_sum() { sha256sum "$1" 2>/dev/null | cut -c1-16 || echo missing; }
+
+# The results line about the library: arguments are the installed library's path, its checksum
+# at the start and the checksum of this tree's build; its checksum now is taken here.
+bench_library_note() {
+  local lib=$1 lib0=$2 built=$3 root lib1 note
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  lib1=$(bench_library_sum "$lib")
+  note="installed whizbang.so $lib0 at the start, $lib1 at the end; this tree built $built"
+  note="$note; uncommitted changes in src/ sql/: $(git -C "$root" diff HEAD -- src sql 2>/dev/null | wc -l) diff lines, sha256 $(git -C "$root" diff HEAD -- src sql 2>/dev/null | sha256sum | cut -c1-12)"
+  if [ "$lib0" != "$built" ]; then
+    note="$note (**the library installed at the start is not this tree's build: the figures are not this tree's**)"
+  elif [ "$lib1" != "$lib0" ]; then
+    note="$note (another build was installed during the run, at $(date -u -r "$lib" +%H:%M:%S) UTC; the driver's connections load the library once, at their first call in the first seconds of the run, so the figures are from the build installed at the start)"
+  fi
+  echo "$note"
 }
 
 # Replaces the generated block between the markers <!-- bench-NAME:begin --> and

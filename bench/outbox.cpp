@@ -487,7 +487,6 @@ CellResult run_cell(const Options& o, const Method& m, PGconn* admin, Workers& w
         w.generate(o.batch, std::max<std::size_t>(10, static_cast<std::size_t>(n / o.batch)));
         w.lat_ms.reserve(w.batches.size());
     });
-    exec_admin(admin, "VACUUM (ANALYZE) " + m.tables);
     exec_admin(admin, "CHECKPOINT");
 
     Window win = timed_window(admin, conns_of(ws), o.seconds, [&](std::size_t i, Clock::time_point deadline) {
@@ -580,8 +579,11 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
        << "Each client loops three transactions (autocommit): store a batch of " << o.batch << " new messages, claim up "
           "to " << o.claim_rows << " due outbox rows with a " << o.lease_seconds << " s lease, complete the ids it "
           "claimed. A client claims whatever is due, its own messages or the other clients'. Every cell starts from "
-          "empty tables (TRUNCATE), runs " << o.warm_cycles << " checked warm-up cycles per client and a drain, then "
-          "VACUUM (ANALYZE) and CHECKPOINT. "
+          "empty tables (TRUNCATE, which leaves them without planner statistics), runs " << o.warm_cycles
+       << " checked warm-up cycles per client and a drain, then CHECKPOINT; autovacuum is off on the measured tables "
+          "(a vacuum or analyze landing in some cells and not in others would move the figures more than the "
+          "differences measured), so the dead rows of the cell stay for its whole window, as between two autovacuum "
+          "runs. "
        << columns_note(o, "msg", "cycle (store + claim + complete)")
        << " msgs = messages completed in the window (stored, claimed and completed). check: warm-up rows verified "
           "(store: id, order, new; claim: every column, the envelope is its message's, one fresh token per claim, "
@@ -633,6 +635,13 @@ int main(int argc, char** argv) {
     PGconn* admin = connect_or_die(o.dsn);
     exec_admin(admin, "SET client_min_messages = warning");
     std::vector<Method> methods = load_methods(admin, o.methods);
+
+    // No autovacuum on the measured tables: a vacuum or analyze that lands in some cells and not in
+    // others would move the figures by more than the differences measured. Every cell starts
+    // from TRUNCATE (no statistics: the planner assumes a small table of unknown size).
+    for (auto& m : methods)
+        for (auto& t : split(m.tables, ','))
+            exec_admin(admin, "ALTER TABLE " + t.substr(t.find_first_not_of(' ')) + " SET (autovacuum_enabled = off)");
 
     Workers ws;
     IdGenerator instances(false, 0xfeedULL);

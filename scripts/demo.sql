@@ -60,4 +60,32 @@ SELECT * FROM whizbang.complete_work('inbox', ARRAY['0190a1b2-c3d4-7e5f-8a9b-000
 SELECT message_type, attempts, lease_token
   FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000ffff', 'inbox', p_max_per_stream => 1);
 
-\echo 'demo finished: duplicates were rejected and the stream was handed out in order.'
+\echo
+\echo '== the outbox: an order and its event commit together; a rolled-back order leaves neither'
+CREATE TABLE orders (order_id int PRIMARY KEY, amount numeric NOT NULL);
+BEGIN;
+INSERT INTO orders VALUES (3, 30);
+SELECT message_id, was_newly_created FROM whizbang.store_outbox_messages('[
+  {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000201", "Destination": "orders", "MessageType": "OrderCreated",
+   "Envelope": {"order": 3, "amount": 30}}]');
+COMMIT;
+BEGIN;
+INSERT INTO orders VALUES (4, 40);
+SELECT count(*) AS stored FROM whizbang.store_outbox_messages('[
+  {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000202", "Destination": "orders", "MessageType": "OrderCreated",
+   "Envelope": {"order": 4, "amount": 40}}]');
+ROLLBACK;
+SELECT (SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM whizbang.wh_outbox) AS outbox_rows;
+\echo '== a relay claims the event under a lease, publishes it, and completes it'
+SELECT source, destination, message_type, envelope
+  FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000eeee', 'outbox');
+SELECT whizbang.complete_outbox_published(ARRAY['0190a1b2-c3d4-7e5f-8a9b-000000000201']::uuid[]) AS published;
+
+\echo
+\echo '== maintenance, 31 days later: old dedup records go, a waiting message keeps its record'
+SELECT task_name, rows_affected, status FROM whizbang.perform_maintenance(now() + interval '31 days');
+SELECT message_id, consumer FROM whizbang.wh_message_deduplication ORDER BY message_id;
+\echo '== what is where now'
+SELECT * FROM whizbang.stats WHERE value <> 0;
+
+\echo 'demo finished: duplicates were rejected, the stream was handed out in order, the event left with its order.'

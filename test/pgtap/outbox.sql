@@ -6,7 +6,7 @@
 --
 -- Time is simulated with explicit p_now values from T0 = 2030-01-01 00:00:00 UTC.
 BEGIN;
-SELECT plan(82);
+SELECT plan(89);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -283,6 +283,30 @@ SELECT results_eq(
 SELECT is((SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(9), NULL, 1, 60, NULL, 10000, 100, '2030-01-02 00:10:00+00', 'outbox_test')
             ) + (SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(9), NULL, 1, 60, NULL, 10000, 100, '2030-01-02 00:10:00+00', 'outbox_test')),
           2::bigint, 'both sources: p_max_rows holds across sources');
+
+-- ---------------------------------------------------------------------------------------
+-- Big batches: 100,000 elements work; more than 1,000,000 are refused (54000), nothing written
+-- ---------------------------------------------------------------------------------------
+
+DELETE FROM whizbang.wh_outbox_work;
+DELETE FROM whizbang.wh_outbox;
+SELECT throws_like($$SELECT * FROM whizbang.store_outbox_messages(('[' || repeat('{},', 1000000) || '{}]')::jsonb)$$,
+                   '%1000001%', 'big: 1,000,001 elements are refused');
+SELECT throws_ok($$SELECT whizbang.complete_outbox_published(array_fill('0b000000-0000-4000-8000-000000000001'::uuid, ARRAY[1000001]))$$,
+                 '54000', NULL, 'big: complete_outbox_published refuses 1,000,001 ids (54000)');
+CREATE TEMP TABLE big AS
+SELECT jsonb_agg(jsonb_build_object('MessageId', ('b2000000-0000-4000-8000-' || lpad(to_hex(g), 12, '0'))::uuid,
+                                    'Destination', 'd', 'MessageType', 't', 'Envelope', jsonb_build_object('g', g),
+                                    'StreamId', ('5b200000-0000-4000-8000-' || lpad(to_hex(g % 100), 12, '0'))::uuid)) AS batch
+  FROM generate_series(1, 100000) g;
+SELECT is((SELECT count(*) FROM big, whizbang.store_outbox_messages(big.batch) WHERE was_newly_created), 100000::bigint,
+          'big: 100,000 messages in one call');
+SELECT is(pg_temp.counts(), ARRAY[100000, 100000]::bigint[], 'big: 100,000 rows and work rows');
+SELECT is((SELECT count(*) FROM big, whizbang.store_outbox_messages(big.batch) WHERE NOT was_newly_created), 100000::bigint,
+          'big: storing them again writes nothing');
+SELECT is(whizbang.complete_outbox_published(ARRAY(SELECT message_id FROM whizbang.wh_outbox)), 100000,
+          'big: one completion publishes all 100,000');
+SELECT is(pg_temp.counts(), ARRAY[0, 0]::bigint[], 'big: the outbox is empty');
 
 SELECT * FROM finish();
 ROLLBACK;
