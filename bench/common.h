@@ -1,12 +1,13 @@
 // Shared machinery of the benchmark load drivers (driver.cpp: dedup, inbox.cpp: inbox,
-// outbox.cpp: outbox).
+// outbox.cpp: outbox, purge.cpp: retention purge).
 //
 // Connections and admin statements, COPY, UUIDv7 ids, the CPU and WAL accounting of a timed
 // window (the connections' server backends, the driver itself and everything else on the
 // machine, from /proc), the start gate that releases all threads together, the repetition of
 // windows disturbed by other work, and the folding of rounds into a median with its range.
 // For the message drivers (inbox, outbox): ~1 KB JSON envelopes, the per-connection worker
-// with its counters and problems, the options every run takes, and the result tables.
+// with its counters and problems, the options every run takes, and the result tables; for the
+// inbox and purge drivers, store_inbox_messages' p_messages and its checked call.
 #pragma once
 
 #include <libpq-fe.h>
@@ -769,6 +770,71 @@ inline std::string columns_note(const RunOptions& o, const char* unit, const cha
       "least disturbed kept; a result still above it says 'disturbed'. WAL B/" << unit << " = WAL bytes written in the "
       "window / messages.";
     return s.str();
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// Inbox messages: store_inbox_messages' p_messages and its checked call (inbox.cpp, purge.cpp)
+
+constexpr const char* kInboxHandler = "Orders.Handlers.OrderPlacedHandler";
+constexpr const char* kInboxType = "Orders.Contracts.OrderPlaced, Orders.Contracts";
+constexpr const char* kInboxMetadata = "{\"TenantId\":\"tenant-042\",\"Transport\":\"rabbitmq\",\"Attempt\":1}";
+
+// whizbang's store: $1 p_messages (jsonb text), $2 consumer; prepare it under a name.
+constexpr const char* kStoreInboxSql =
+    "SELECT message_id, stream_id, was_newly_created"
+    " FROM whizbang.store_inbox_messages($1::jsonb, NULL, NULL, now(), 10000, $2::text)";
+
+// One element of p_messages (the envelope from MessageFactory).
+inline std::string inbox_element(const Uuid& id, const std::string& envelope, const std::string& ts) {
+    std::string s;
+    s.reserve(envelope.size() + 300);
+    s += "{\"MessageId\":\"" + uuid_text(id) + "\",\"HandlerName\":\"" + kInboxHandler + "\",\"MessageType\":\"" +
+         kInboxType + "\",\"Envelope\":" + envelope + ",\"Metadata\":" + kInboxMetadata +
+         ",\"IsEvent\":true,\"SentAt\":\"" + ts + "\"}";
+    return s;
+}
+
+// n new messages as one p_messages array; their ids are appended to `ids`.
+inline std::string inbox_batch_json(MessageFactory& f, std::size_t n, std::vector<Uuid>& ids) {
+    const std::string ts = now_text();
+    std::string json = "[";
+    for (std::size_t k = 0; k < n; ++k) {
+        Uuid id = f.next_id();
+        ids.push_back(id);
+        if (k) json.push_back(',');
+        json += inbox_element(id, f.envelope(id, ts), ts);
+    }
+    json.push_back(']');
+    return json;
+}
+
+// One call of a prepared store statement (kStoreInboxSql or one returning the same columns)
+// with its checks: one row per message, in input order, all new. `full` checks every row, else
+// the count and both ends. Returns "" or the problem ("ERROR: ..." when the call failed).
+inline std::string store_inbox_call(PGconn* c, const std::string& statement, const std::string& json,
+                                    const std::string& consumer, const Uuid* ids, int batch, bool full) {
+    const char* values[2] = {json.c_str(), consumer.c_str()};
+    PgResult r(PQexecPrepared(c, statement.c_str(), 2, values, nullptr, nullptr, 0));
+    if (PQresultStatus(r.r) != PGRES_TUPLES_OK) return "ERROR: " + one_line(PQresultErrorMessage(r.r));
+    int rows = PQntuples(r.r);
+    if (rows != batch) return "returned " + std::to_string(rows) + " rows, expected " + std::to_string(batch);
+    auto bad = [&](int i) -> std::string {
+        std::string want = uuid_text(ids[i]);
+        if (want != PQgetvalue(r.r, i, 0)) return "row " + std::to_string(i) + " is " + PQgetvalue(r.r, i, 0) + ", input has " + want;
+        if (!PQgetisnull(r.r, i, 1)) return "row " + std::to_string(i) + " has a stream id";
+        if (std::strcmp(PQgetvalue(r.r, i, 2), "t") != 0) return "row " + std::to_string(i) + " not newly created";
+        return "";
+    };
+    if (!full) {
+        std::string e = bad(0);
+        return e.empty() ? bad(rows - 1) : e;
+    }
+    for (int i = 0; i < rows; ++i) {
+        std::string e = bad(i);
+        if (!e.empty()) return e;
+    }
+    return "";
 }
 
 }  // namespace bench

@@ -96,24 +96,11 @@ Options parse_options(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // Messages (client side, before timing)
 
-constexpr const char* kHandler = "Orders.Handlers.OrderPlacedHandler";
-constexpr const char* kType = "Orders.Contracts.OrderPlaced, Orders.Contracts";
-constexpr const char* kMetadata = "{\"TenantId\":\"tenant-042\",\"Transport\":\"rabbitmq\",\"Attempt\":1}";
 constexpr int kPartitionCount = 10000;  // store_inbox_messages' default
 
 // whizbang's own partition_of (src/core, linked in), for the rows COPY writes; every load is
 // checked against whizbang.partition_of afterwards.
 int partition_of(const Uuid& u, int count) { return whizbang::core::partition_of(u, count); }
-
-// One element of p_messages (the envelope from common.h's MessageFactory).
-std::string element(const Uuid& id, const std::string& envelope, const std::string& ts) {
-    std::string s;
-    s.reserve(envelope.size() + 300);
-    s += "{\"MessageId\":\"" + uuid_text(id) + "\",\"HandlerName\":\"" + kHandler + "\",\"MessageType\":\"" + kType +
-         "\",\"Envelope\":" + envelope + ",\"Metadata\":" + kMetadata + ",\"IsEvent\":true,\"SentAt\":\"" + ts +
-         "\"}";
-    return s;
-}
 
 // One batch as every method sends it.
 struct Batch {
@@ -130,6 +117,10 @@ constexpr const char* kWorkCols = "(consumer, message_id, partition_number, sche
 // Appends n new messages to `b` in the form(s) `json` / `copy` ask for; their ids to `ids`.
 void build_batch(MessageFactory& f, const std::string& consumer, std::size_t n, bool json, bool copy, Batch& b,
                  std::vector<Uuid>& ids) {
+    if (json && !copy) {
+        b.json = inbox_batch_json(f, n, ids);
+        return;
+    }
     const std::string ts = now_text();
     if (json) b.json = "[";
     for (std::size_t k = 0; k < n; ++k) {
@@ -138,13 +129,13 @@ void build_batch(MessageFactory& f, const std::string& consumer, std::size_t n, 
         std::string env = f.envelope(id, ts);
         if (json) {
             if (k) b.json.push_back(',');
-            b.json += element(id, env, ts);
+            b.json += inbox_element(id, env, ts);
         }
         if (copy) {
             const std::string idt = uuid_text(id);
             b.dedup += consumer + "\t" + idt + "\n";
-            b.inbox += consumer + "\t" + idt + "\t" + kHandler + "\t" + kType + "\t" + env + "\t" + kMetadata + "\tt\t" +
-                       ts + "\t" + ts + "\n";
+            b.inbox += consumer + "\t" + idt + "\t" + kInboxHandler + "\t" + kInboxType + "\t" + env + "\t" +
+                       kInboxMetadata + "\tt\t" + ts + "\t" + ts + "\n";
             b.work += consumer + "\t" + idt + "\t" + std::to_string(partition_of(id, kPartitionCount)) + "\t" + ts + "\n";
         }
     }
@@ -238,9 +229,7 @@ struct StoreMethod {
 
 std::vector<StoreMethod> store_method_table() {
     std::vector<StoreMethod> m;
-    m.push_back({"native", "native store_inbox_messages", kNativeTables, StoreKind::Function,
-                 "SELECT message_id, stream_id, was_newly_created"
-                 " FROM whizbang.store_inbox_messages($1::jsonb, NULL, NULL, now(), 10000, $2::text)"});
+    m.push_back({"native", "native store_inbox_messages", kNativeTables, StoreKind::Function, kStoreInboxSql});
     m.push_back({"plpgsql", "(a) PL/pgSQL loop (seed)",
                  {"bench.ib_plpgsql_dedup", "bench.ib_plpgsql_inbox", "bench.ib_plpgsql_work", ""}, StoreKind::Function,
                  "SELECT message_id, stream_id, was_newly_created"
@@ -297,27 +286,7 @@ std::string copy_batch(PGconn* c, const Tables& t, const Batch& b, long n) {
 // checks every row, else the count and both ends.
 std::string store_call(PGconn* c, const StoreMethod& m, const Batch& b, const Uuid* ids, int batch, bool full) {
     if (m.kind == StoreKind::Copy) return copy_batch(c, m.tables, b, batch);
-    const char* values[2] = {b.json.c_str(), ""};
-    PgResult r(PQexecPrepared(c, m.name.c_str(), 2, values, nullptr, nullptr, 0));
-    if (PQresultStatus(r.r) != PGRES_TUPLES_OK) return "ERROR: " + one_line(PQresultErrorMessage(r.r));
-    int rows = PQntuples(r.r);
-    if (rows != batch) return "returned " + std::to_string(rows) + " rows, expected " + std::to_string(batch);
-    auto bad = [&](int i) -> std::string {
-        std::string want = uuid_text(ids[i]);
-        if (want != PQgetvalue(r.r, i, 0)) return "row " + std::to_string(i) + " is " + PQgetvalue(r.r, i, 0) + ", input has " + want;
-        if (!PQgetisnull(r.r, i, 1)) return "row " + std::to_string(i) + " has a stream id";
-        if (std::strcmp(PQgetvalue(r.r, i, 2), "t") != 0) return "row " + std::to_string(i) + " not newly created";
-        return "";
-    };
-    if (!full) {
-        std::string e = bad(0);
-        return e.empty() ? bad(rows - 1) : e;
-    }
-    for (int i = 0; i < rows; ++i) {
-        std::string e = bad(i);
-        if (!e.empty()) return e;
-    }
-    return "";
+    return store_inbox_call(c, m.name, b.json, "", ids, batch, full);
 }
 
 struct Worker : LoadWorker {

@@ -41,7 +41,7 @@ using namespace bench;
 // Options
 
 struct Options : RunOptions {
-    std::vector<std::string> methods{"native", "native_cw", "plpgsql", "sql"};
+    std::vector<std::string> methods{"native", "native_cw", "plpgsql", "sql", "plpgsql_1t", "sql_1t"};
     int batch = 100;          // messages per store
     int claim_rows = 100;     // p_max_rows of each claim
     int lease_seconds = 300;  // p_lease_seconds of each claim
@@ -52,7 +52,7 @@ struct Options : RunOptions {
 [[noreturn]] void usage(const char* msg) {
     std::fprintf(stderr,
                  "error: %s\n"
-                 "usage: outbox_driver [--methods=native,native_cw,plpgsql,sql] [--batch=100] [--claim-rows=100] "
+                 "usage: outbox_driver [--methods=native,native_cw,plpgsql,sql,plpgsql_1t,sql_1t] [--batch=100] [--claim-rows=100] "
                  "[--lease-seconds=300] [--warm-cycles=5] [--conns=2] [--rounds=3] [--retries=1] [--max-other=20] "
                  "[--retry-budget=0.5] [--seconds=2] [--envelope-bytes=1000] [--max-msgs=250000] [--dsn=CONNINFO] "
                  "[--tsv=FILE] [--md=FILE]\n",
@@ -626,6 +626,17 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
                << " |\n";
         }
     }
+    // The strongest baseline: the fastest reference, and the one with the least server CPU.
+    const CellResult *fastest = nullptr, *cheapest = nullptr;
+    for (auto& ref : methods) {
+        auto b = ref.native() ? nullptr : find_cell(rs, "cycle", ref.name, o.batch);
+        if (!b) continue;
+        if (!fastest || b->ids_per_s > fastest->ids_per_s) fastest = b;
+        if (b->cpu_us_per_id >= 0 && (!cheapest || b->cpu_us_per_id < cheapest->cpu_us_per_id)) cheapest = b;
+    }
+    if (fastest)
+        md << "\nStrongest reference in this run: " << fastest->label << " by msgs/s"
+           << (cheapest ? ", " + cheapest->label + " by server CPU per message" : std::string()) << ".\n";
 }
 
 }  // namespace

@@ -37,19 +37,14 @@ WorkPlan preleased_plan = WorkPlan::replanned(
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDOID, TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
 
-// Drops the entries just handed back, and stale ones (completed, or re-claimed by another
-// instance after the lease lapsed).
+// Drops the entries just handed back. Stale ones (completed, or re-claimed by another instance
+// after the lease lapsed) are never handed back (the join above checks the lease) and are
+// purged by perform_maintenance, so a claim that got nothing pre-leased writes nothing here.
 WorkPlan forget_preleased_plan(
     "DELETE FROM whizbang.wh_inbox_preleased p"
     " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
-    "   AND ((p.message_id, p.consumer) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))"
-    "        OR NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
-    "                        WHERE w.message_id OPERATOR(pg_catalog.=) p.message_id"
-    "                          AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
-    "                          AND w.lease_instance OPERATOR(pg_catalog.=) $1"
-    "                          AND w.lease_token OPERATOR(pg_catalog.=) p.lease_token"
-    "                          AND w.lease_expiry OPERATOR(pg_catalog.>) $4))",
-    {UUIDOID, UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
+    "   AND (p.message_id, p.consumer) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
+    {UUIDOID, UUIDARRAYOID, TEXTARRAYOID});
 
 // Rows without a stream: due, not under a live lease, oldest due first, locked without
 // waiting as the LIMIT takes them (rows another claim holds are skipped, none is over-locked).
@@ -262,8 +257,8 @@ std::vector<Pick> take_preleased(const Claim& c) {
         ids.push_back(p.id);
         consumers.push_back(p.consumer);
     }
-    forget_preleased_plan[c.source].execute({PointerGetDatum(c.instance.data()), uuid_array(ids), text_array(consumers),
-                                   TimestampTzGetDatum(c.now)});
+    if (!picks.empty())
+        forget_preleased_plan[c.source].execute({PointerGetDatum(c.instance.data()), uuid_array(ids), text_array(consumers)});
     return picks;
 }
 
