@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# pg_dump + restore into a fresh database reproduces whizbang's settings and dedup records
-# without errors (DESIGN §2: tables registered with pg_extension_config_dump; §3.6: "pg_dump +
+# pg_dump + restore into a fresh database reproduces whizbang's settings, dedup records and
+# queued work (inbox, outbox with a leased stream) without errors (DESIGN §2: tables registered with pg_extension_config_dump; §3.6: "pg_dump +
 # restore into a fresh database must reproduce the settings without conflicts").
 #
 # In one throw-away cluster: database a gets the extension, two settings changed (the seed's
 # INSERT … ON CONFLICT form and an UPDATE) and dedup records (several consumers, repeats,
-# conflicts, fingerprints with awkward bytes, a consumer name with tab / newline / backslash).
+# conflicts, fingerprints with awkward bytes, a consumer name with tab / newline / backslash),
+# an inbox message, and two outbox messages of one stream whose head is leased.
 # a is dumped in plain format and restored with psql -v ON_ERROR_STOP=1 into b, and in custom
 # format restored with pg_restore --exit-on-error into c. The settings view, wh_settings and
-# every dedup record must be equal in a, b and c, and b must keep working afterwards.
+# every dedup record and the queued work must be equal in a, b and c, and b must keep working
+# afterwards: the stream resumes in order with fencing tokens above the restored ones.
 set -euo pipefail
 
 self=$(readlink -f "$0")
@@ -54,6 +56,18 @@ SELECT whizbang.dedup_insert(md5('a2')::uuid, E'odd\tconsumer\\with\nnewline', '
                              '2024-06-30 15:00:00+00');
 -- Recorded because replay_policy is accept (sent long before the 90-day horizon).
 SELECT whizbang.dedup_insert(md5('old')::uuid, 'billing', NULL, '2020-01-01 00:00:00+00', '2024-06-30 16:00:00+00');
+
+-- Work in both queues: two messages of one outbox stream, one of them leased by a claim (its
+-- token must stay below every later token), and an inbox message.
+SELECT count(*) FROM whizbang.store_outbox_messages(jsonb_build_array(
+    jsonb_build_object('MessageId', md5('o1')::uuid, 'Destination', 'orders', 'MessageType', 'OrderCreated',
+                       'Envelope', '{"order": 1}'::jsonb, 'StreamId', md5('stream')::uuid),
+    jsonb_build_object('MessageId', md5('o2')::uuid, 'Destination', 'orders', 'MessageType', 'OrderPaid',
+                       'Envelope', '{"order": 1}'::jsonb, 'StreamId', md5('stream')::uuid)),
+    p_now => '2024-06-30 11:00:00+00');
+SELECT count(*) FROM whizbang.claim_work(md5('relay')::uuid, 'outbox', 1, 60, p_now => '2024-06-30 12:00:00+00');
+SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(jsonb_build_object(
+    'MessageId', md5('i1')::uuid, 'HandlerName', 'h', 'MessageType', 't', 'Envelope', '{}'::jsonb)), p_consumer => 'billing');
 SQL
 
 settings_query="SELECT setting_key, value, default_value, value_type, is_default, description
@@ -69,11 +83,15 @@ state() {
     echo "== settings view"; q "$db" -c "$settings_query"
     echo "== wh_settings"; q "$db" -c "$raw_settings_query"
     echo "== wh_message_deduplication"; q "$db" -c "$dedup_query"
+    echo "== outbox"; q "$db" -c "SELECT o.message_id, o.message_type, o.event_data, w.stream_seq, w.attempts, w.lease_token
+                                      FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox_work w USING (message_id) ORDER BY w.stream_seq"
+    echo "== outbox streams"; q "$db" -c "SELECT stream_id, last_seq FROM whizbang.wh_outbox_streams"
+    echo "== inbox"; q "$db" -c "SELECT i.consumer, i.message_id, w.attempts FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox_work w USING (consumer, message_id)"
 }
 
 state a >"$work/a.state"
 rows_a=$(q a -c "SELECT count(*) FROM whizbang.wh_message_deduplication")
-[ "$rows_a" -eq 504 ] && ok "database a holds 504 dedup records" || fail "database a holds $rows_a dedup records, not 504"
+[ "$rows_a" -eq 505 ] && ok "database a holds 505 dedup records" || fail "database a holds $rows_a dedup records, not 505"
 changed_a=$(q a -c "SELECT string_agg(setting_key || '=' || value, ',' ORDER BY setting_key) FROM whizbang.settings WHERE NOT is_default")
 [ "$changed_a" = "dedup_retention_days=90,replay_policy=accept" ] &&
     ok "database a has the two changed settings" || fail "database a changed settings: $changed_a"
@@ -91,7 +109,7 @@ grep -q '^COPY whizbang.wh_setting_defaults ' "$work/a.sql" &&
     fail "the dump holds wh_setting_defaults data (it belongs to the extension)" ||
     ok "the dump holds no wh_setting_defaults data"
 dedup_rows=$(awk '/^COPY whizbang.wh_message_deduplication /{on=1; next} on && /^\\\.$/{on=0} on' "$work/a.sql" | wc -l)
-[ "$dedup_rows" -eq 504 ] && ok "the dump holds all 504 dedup records" || fail "the dump holds $dedup_rows dedup rows, not 504"
+[ "$dedup_rows" -eq 505 ] && ok "the dump holds all 505 dedup records" || fail "the dump holds $dedup_rows dedup rows, not 505"
 
 createdb b
 if psql -X -q -v ON_ERROR_STOP=1 -d b -f "$work/a.sql" >"$work/restore_b.out" 2>"$work/restore_b.err"; then
@@ -146,6 +164,20 @@ if q b -c "INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES 
 else
     ok "b: the settings trigger still validates after the restore"
 fi
+
+out=$(q b -c "SELECT string_agg(message_type || ':' || (lease_token > (SELECT max(lease_token) FROM whizbang.wh_outbox_work
+                                                                 WHERE lease_token IS NOT NULL))::text, ',' ORDER BY message_type)
+                FROM whizbang.claim_work(md5('relay2')::uuid, 'outbox', 10, 60, p_now => '2024-06-30 12:05:00+00')")
+[ "$out" = "OrderCreated:true,OrderPaid:true" ] &&
+    ok "b: the outbox stream resumes (the lapsed head and its follower) with a larger fencing token" ||
+    fail "b: outbox claim after restore answered '$out'"
+out=$(q b -c "SELECT w.stream_seq FROM whizbang.store_outbox_messages(jsonb_build_array(jsonb_build_object(
+                'MessageId', md5('o3')::uuid, 'Destination', 'orders', 'MessageType', 'OrderShipped',
+                'Envelope', '{}'::jsonb, 'StreamId', md5('stream')::uuid))) s
+              JOIN whizbang.wh_outbox_work w ON w.message_id = s.message_id")
+[ -z "$out" ] || [ "$out" = "3" ] || fail "b: a new message of the stream was numbered $out, not 3"
+out=$(q b -c "SELECT stream_seq FROM whizbang.wh_outbox_work WHERE message_id = md5('o3')::uuid")
+[ "$out" = "3" ] && ok "b: the restored stream counter numbers the next message 3" || fail "b: next stream number is '$out', not 3"
 
 # A second dump of b restores as well (dump of a restored database).
 createdb d
