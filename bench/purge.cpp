@@ -294,7 +294,7 @@ public:
         store_.clear();
         purge_.clear();
         autovacuum_.clear();
-        samples_ = 0;
+        samples_ = av_samples_ = 0;
         std::string list = "{";
         for (int p : store_pids) list += std::to_string(p) + ",";
         list += std::to_string(purge_pid > 0 ? purge_pid : 0) + "}";
@@ -400,7 +400,7 @@ int worker_pid(PGconn* c) {
 
 // Runs the purge on `c` (worker: wakes the worker and waits for its round to end, polling on
 // `c`). `last_block`: the highest block holding an expired record.
-Purge run_purge(const Options& o, const std::string& method, PGconn* c, int retention_days, long last_block, long expected) {
+Purge run_purge(const Options& o, const std::string& method, PGconn* c, int retention_days, long last_block) {
     Purge p;
     const int pid = PQbackendPID(c);
     try {
@@ -481,13 +481,19 @@ Purge run_purge(const Options& o, const std::string& method, PGconn* c, int rete
             double a1 = process_cpu_seconds(pid), w1 = process_cpu_seconds(wpid);
             if (w0 >= 0 && w1 >= 0) p.cpu_s = w1 - w0;
             if (a0 >= 0 && a1 >= 0) p.aux_cpu_s = a1 - a0;
-            p.rows = expected - std::atol(exec_admin(c, std::string("SELECT count(*) FROM ") + kDedup +
-                                                             " WHERE consumer = 'expired'").c_str());
+            p.rows = -1;  // counted by worker_rows() once the clients have stopped
         }
     } catch (const std::exception& e) {
         p.problem = std::string("ERROR: ") + e.what();
     }
     return p;
+}
+
+// The worker reports its rows only to the server log: the expired records it left, subtracted.
+void worker_rows(PGconn* admin, Purge& p, long expected) {
+    if (p.rows >= 0) return;
+    p.rows = expected - std::atol(exec_admin(admin, std::string("SELECT count(*) FROM ") + kDedup +
+                                                        " WHERE consumer = 'expired'").c_str());
 }
 
 // After a purge: nothing expired left, every recent record and every stored message kept.
@@ -591,6 +597,7 @@ struct Cell {
     double vacuum_s = -1, vacuum_wal = -1;  // alone: the plain VACUUM afterwards
     TableStats stats_after;
     long stats_del = 0;  // n_tup_del counted for the purge
+    std::string plan_before, plan_after;  // maintenance: the purge statement's plans
     std::string check = "ok";
     bool valid = false;
 };
@@ -640,11 +647,12 @@ Cell run_alone(const Options& o, const Method& m, long n, int retention_days, Co
     mon.start({}, wpid ? wpid : PQbackendPID(k.purger));
     double busy0 = machine_busy_seconds();
     auto t0 = Clock::now();
-    cell.purge = run_purge(o, m.name, k.purger, retention_days, l.last_expired_block, n);
+    cell.purge = run_purge(o, m.name, k.purger, retention_days, l.last_expired_block);
     double wall = seconds_since(t0, Clock::now());
     double busy1 = machine_busy_seconds();
     mon.stop();
     cell.purge_wal = std::atof(exec_admin(k.admin, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '" + lsn0 + "')").c_str());
+    worker_rows(k.admin, cell.purge, n);
     cell.during.checkpoints = checkpoints(k.admin) - ck0;
     cell.during.autovacuum = mon.autovacuum_text();
     cell.during.other_pct = -1;
@@ -669,6 +677,8 @@ Cell run_alone(const Options& o, const Method& m, long n, int retention_days, Co
 }
 
 // The pair: baseline window, then the window during the purge.
+std::string purge_plan(PGconn* c, int retention_days, int batch);
+
 Cell run_pair(const Options& o, const Method& m, long n, int retention_days, double purge_estimate_s, Conns& k) {
     Cell cell;
     cell.size = n;
@@ -681,6 +691,7 @@ Cell run_pair(const Options& o, const Method& m, long n, int retention_days, dou
     }
     Loaded l = load_tables(k.admin, n, o.recent_rows);
     cell.load_s = l.secs;
+    if (m.name == "maintenance") cell.plan_before = purge_plan(k.purger, retention_days, o.purge_batch);
 
     // Warm-up, every row checked; its rate sizes the baseline pool.
     build_pools(cs, o.batch, static_cast<long>(o.warm_batches) * o.batch);
@@ -757,13 +768,14 @@ Cell run_pair(const Options& o, const Method& m, long n, int retention_days, dou
     Purge purge;
     Window wd = timed_window(k.admin, all, 1e6, [&](std::size_t i, Clock::time_point) {
         if (i == cs.size()) {
-            purge = run_purge(o, m.name, k.purger, retention_days, l.last_expired_block, n);
+            purge = run_purge(o, m.name, k.purger, retention_days, l.last_expired_block);
             purge_done = true;
             return;
         }
         store_loop(*cs[i], o.batch, [&](Clock::time_point) { return purge_done.load(); });
     });
     mon.stop();
+    worker_rows(k.admin, purge, n);
     cell.purge = purge;
     // The purging connection is one of the window's backends: its CPU is the purge's (worker:
     // the polling backend's, counted with the other work, and the worker's CPU is the purge's).
@@ -785,6 +797,7 @@ Cell run_pair(const Options& o, const Method& m, long n, int retention_days, dou
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the store backends flush at most once a second
     cell.stats_after = table_stats(k.admin);
     cell.stats_del = cell.stats_after.n_tup_del - s0.n_tup_del;
+    if (m.name == "maintenance") cell.plan_after = purge_plan(k.purger, retention_days, o.purge_batch);
 
     std::vector<std::string> notes;
     problems = problems_of(cs);
@@ -854,8 +867,7 @@ void write_tsv(std::ostream& t, const std::vector<Cell>& cells) {
     }
 }
 
-void write_markdown(const Options& o, const std::vector<Method>& methods, const std::vector<Cell>& cells,
-                    const std::string& plan, std::ostream& md) {
+void write_markdown(const Options& o, const std::vector<Cell>& cells, std::ostream& md) {
     md << "### Purge of expired dedup records while 2 clients store\n\n"
        << "Per size: N expired records (consumer 'expired', UUIDv7 ids, first_seen_at 90 to 60 days back, in that "
           "order) and " << fmt_int(static_cast<double>(o.recent_rows)) << " recent ones (the last day), copied into "
@@ -930,10 +942,12 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
         first = false;
     }
     md << ".\n\n";
-    if (!plan.empty())
-        md << "The purge's statement for one block range (the first batch of the first size), planned as "
-              "`perform_maintenance` runs it (a generic plan, after loading; `EXPLAIN` of the same text):\n\n```\n"
-           << plan << "```\n\n";
+    for (auto& c : cells)
+        if (!c.plan_before.empty())
+            md << "Plan of the purge's statement (the text of `purge_dedup_plan` in src/pg/maintenance.cpp, prepared on "
+                  "the purging connection, first block range of a batch, `EXPLAIN EXECUTE`), " << fmt_int(static_cast<double>(c.size))
+               << " records: after loading (empty inbox), then after the window during the purge (the inbox holding "
+                  "the messages stored meanwhile):\n\n```\n" << c.plan_before << "---\n" << c.plan_after << "```\n\n";
     md << "#### Targets\n\n| purge | rows | ratio during / baseline | target >= 0.9 |\n|---|---:|---:|---|\n";
     for (auto& c : cells) {
         if (c.alone) continue;
@@ -941,7 +955,6 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
         md << "| " << c.label << " | " << fmt_int(static_cast<double>(c.size)) << " | " << num(q, "%.3f") << " | "
            << (q < 0 || !c.valid ? "n/a (" + c.check + ")" : q >= 0.9 ? "met" : "missed") << " |\n";
     }
-    (void)methods;
 }
 
 // The generic plan of the purge's statement (the text of src/pg/maintenance.cpp's
@@ -967,11 +980,15 @@ std::string purge_plan(PGconn* c, int retention_days, int batch) {
                                                       "pg_class WHERE oid = 'whizbang.wh_message_deduplication'::regclass")
                                             .c_str());
         long blocks = std::max(1L, batch / std::max(1L, rows_per_block));
-        exec_admin(c, "SET plan_cache_mode = force_generic_plan");
-        PgResult r(PQexec(c, ("EXPLAIN EXECUTE bench_purge_dedup(now() - interval '" + std::to_string(retention_days) +
-                              " days', '(0,0)', '(" + std::to_string(blocks) + ",0)')").c_str()));
-        for (int i = 0; PQresultStatus(r.r) == PGRES_TUPLES_OK && i < PQntuples(r.r); ++i)
-            out += std::string(PQgetvalue(r.r, i, 0)) + "\n";
+        for (const char* mode : {"force_custom_plan", "force_generic_plan"}) {
+            exec_admin(c, std::string("SET plan_cache_mode = ") + mode);
+            PgResult r(PQexec(c, ("EXPLAIN EXECUTE bench_purge_dedup(now() - interval '" + std::to_string(retention_days) +
+                                  " days', '(0,0)', '(" + std::to_string(blocks) + ",0)')").c_str()));
+            out += std::string(mode) + " (" + std::to_string(blocks) + " blocks, inbox reltuples " +
+                   exec_admin(c, "SELECT reltuples::bigint FROM pg_class WHERE oid = 'whizbang.wh_inbox'::regclass") + "):\n";
+            for (int i = 0; PQresultStatus(r.r) == PGRES_TUPLES_OK && i < PQntuples(r.r); ++i)
+                out += std::string(PQgetvalue(r.r, i, 0)) + "\n";
+        }
         exec_admin(c, "RESET plan_cache_mode");
         exec_admin(c, "DEALLOCATE bench_purge_dedup");
     } catch (const std::exception& e) {
@@ -1010,9 +1027,7 @@ int main(int argc, char** argv) {
     }
 
     std::vector<Cell> cells;
-    std::string plan;
-    std::map<std::string, double> alone_s;  // method -> purge seconds alone (last size), for sizing pools
-    long last_size = 0;
+    std::map<std::string, std::pair<long, double>> last_during;  // method -> size, purge seconds with the clients
     for (long n : o.sizes) {
         std::fprintf(stderr, "==> %ld expired records\n", n);
         std::vector<PGconn*> load_conns;
@@ -1025,6 +1040,8 @@ int main(int argc, char** argv) {
         }
         for (int round = 1; round <= o.rounds; ++round)
             for (auto& m : methods) {
+                // How long the purge may take with the clients, to size their pools: 3x the time
+                // alone (it gets about a third of the cores), or the last size's, scaled.
                 double estimate = -1;
                 if (o.alone) {
                     std::fprintf(stderr, "  %s alone, %ld records (round %d)\n", m.name.c_str(), n, round);
@@ -1041,11 +1058,11 @@ int main(int argc, char** argv) {
                     a.round = round;
                     print_cell(a);
                     cells.push_back(a);
-                    if (a.valid) estimate = a.purge.secs * 3;  // with the clients it gets about a third of the cores
+                    if (a.valid) estimate = a.purge.secs * 3;
                 }
-                if (estimate < 0 && alone_s.count(m.name)) estimate = alone_s[m.name] * 3 * n / std::max(1L, last_size);
+                if (last_during.count(m.name))
+                    estimate = std::max(estimate, last_during[m.name].second * n / std::max(1L, last_during[m.name].first));
                 if (estimate < 0) estimate = n / 25000.0;
-                if (plan.empty() && m.name == "maintenance") plan = purge_plan(k.purger, retention_days, o.purge_batch);
                 std::fprintf(stderr, "  %s with %d clients, %ld records (round %d)\n", m.name.c_str(), o.conns, n, round);
                 Cell p;
                 try {
@@ -1059,9 +1076,8 @@ int main(int argc, char** argv) {
                 p.round = round;
                 print_cell(p);
                 cells.push_back(p);
-                if (p.valid) alone_s[m.name] = p.purge.secs / 3;
+                if (p.purge.secs > 0) last_during[m.name] = {n, p.purge.secs};
             }
-        last_size = n;
     }
     exec_admin(k.admin, std::string("DROP TABLE IF EXISTS ") + kStage);
     exec_admin(k.admin, std::string("TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_inbox_streams, ") + kDedup);
@@ -1071,7 +1087,7 @@ int main(int argc, char** argv) {
         write_tsv(t, cells);
     }
     std::ostringstream md;
-    write_markdown(o, methods, cells, plan, md);
+    write_markdown(o, cells, md);
     if (!o.md_path.empty()) {
         std::ofstream f(o.md_path);
         f << md.str();
