@@ -42,6 +42,12 @@ CREATE INDEX wh_outbox_work_due ON whizbang.wh_outbox_work (scheduled_for)
 CREATE INDEX wh_outbox_work_stream ON whizbang.wh_outbox_work (consumer, stream_id, stream_seq)
     WHERE stream_id IS NOT NULL AND processed_at IS NULL;
 
+-- debug_mode leftovers, for perform_maintenance's purge_processed: the index holds completed rows
+-- only (none outside debug_mode), so it costs nothing on the hot path and the purge does not scan
+-- the pending work. The inbox gets the same.
+CREATE INDEX wh_outbox_work_processed ON whizbang.wh_outbox_work (processed_at) WHERE processed_at IS NOT NULL;
+CREATE INDEX wh_inbox_work_processed ON whizbang.wh_inbox_work (processed_at) WHERE processed_at IS NOT NULL;
+
 CREATE TABLE whizbang.wh_outbox_preleased (
     instance_id uuid   NOT NULL,
     consumer    text COLLATE "C" NOT NULL CHECK (consumer = ''),

@@ -11,23 +11,24 @@
 namespace whizbang::pg {
 namespace {
 
-// The dead letters named, locked in id order; a message that is back in its inbox or outbox
-// already (stored again since) is left where it is.
+// The dead letters named, locked in id order.
 CachedPlan dead_letters_plan(
     "SELECT d.dead_letter_id, d.source, COALESCE(d.consumer, '')::pg_catalog.text, d.message_id,"
     "       COALESCE(d.handler_name, d.destination), d.message_type, d.envelope, d.metadata, d.scope, d.stream_id,"
     "       d.is_event, d.sent_at"
     "  FROM whizbang.wh_dead_letters d"
     " WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)"
-    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
-    "                    WHERE d.source OPERATOR(pg_catalog.=) 'inbox'"
-    "                      AND i.message_id OPERATOR(pg_catalog.=) d.message_id"
-    "                      AND i.consumer OPERATOR(pg_catalog.=) d.consumer)"
-    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox o"
-    "                    WHERE d.source OPERATOR(pg_catalog.=) 'outbox'"
-    "                      AND o.message_id OPERATOR(pg_catalog.=) d.message_id)"
     " ORDER BY d.dead_letter_id FOR UPDATE OF d",
     {INT8ARRAYOID});
+
+// Of the inbox messages named, those already back in the inbox (stored again since): they are
+// left where they are. (An outbox message stored again is found by the store's ON CONFLICT.)
+// Asked only when there are inbox dead letters, so retrying outbox ones needs no inbox grant.
+CachedPlan inbox_present_plan(
+    "SELECT i.message_id, i.consumer::pg_catalog.text FROM whizbang.wh_inbox i"
+    "  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, consumer)"
+    "    ON i.message_id OPERATOR(pg_catalog.=) u.id AND i.consumer OPERATOR(pg_catalog.=) u.consumer",
+    {UUIDARRAYOID, TEXTARRAYOID});
 
 CachedPlan forget_dead_letters_plan(
     "DELETE FROM whizbang.wh_dead_letters WHERE dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)", {INT8ARRAYOID});
@@ -82,17 +83,35 @@ WB_FUNCTION(wb_retry_dead_letters) {
         g.messages.push_back(std::move(m));
         g.dead_letter_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
     }
+    std::set<std::pair<core::Uuid, std::string>> present;
+    {
+        std::vector<core::Uuid> ids;
+        std::vector<std::string> consumers;
+        for (const auto& [key, g] : groups)
+            if (key.first == Source::inbox)
+                for (const Message& m : g.messages) {
+                    ids.push_back(m.id);
+                    consumers.push_back(key.second);
+                }
+        uint64 n = ids.empty() ? 0 : inbox_present_plan.execute({uuid_array(ids), text_array(consumers)});
+        for (uint64 r = 0; r < n; ++r) {
+            bool isnull = false;
+            present.emplace(uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull)));
+        }
+    }
     std::vector<int64_t> retried;
     for (const auto& [key, g] : groups) {
         StoreOptions o;
         o.source = key.first;
         o.consumer = key.second;
         o.now = GetCurrentTransactionStartTimestamp();
-        std::vector<std::size_t> all(g.messages.size());
-        for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
-        std::vector<bool> written = store_new(o, g.messages, all);
-        for (std::size_t i = 0; i < all.size(); ++i)
-            if (written[i]) retried.push_back(g.dead_letter_ids[i]);
+        std::vector<std::size_t> todo;
+        for (std::size_t i = 0; i < g.messages.size(); ++i)
+            if (!present.count({g.messages[i].id, key.second})) todo.push_back(i);
+        if (todo.empty()) continue;
+        std::vector<bool> written = store_new(o, g.messages, todo);
+        for (std::size_t k = 0; k < todo.size(); ++k)
+            if (written[k]) retried.push_back(g.dead_letter_ids[todo[k]]);
     }
     if (!retried.empty()) forget_dead_letters_plan.execute({int8_array(retried)});
     spi.finish();

@@ -88,12 +88,14 @@ CachedPlan purge_dead_letters_plan(
 
 // purge_processed ------------------------------------------------------------------------------
 
-// debug_mode leftovers: work completed (processed_at set) before the horizon, with its message.
+// debug_mode leftovers: work completed (processed_at set) before the horizon, with its message
+// (found through the partial index on processed_at, which holds those rows only).
 CachedPlan purge_processed_plans[2] = {
     CachedPlan("WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
                "            WHERE (w.message_id, w.consumer) IN ("
                "                   SELECT x.message_id, x.consumer FROM whizbang.wh_inbox_work x"
-               "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 LIMIT $2 FOR UPDATE SKIP LOCKED)"
+               "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
+               "                    ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
                "           RETURNING w.message_id, w.consumer),"
                "     m AS (DELETE FROM whizbang.wh_inbox i USING w"
                "            WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
@@ -103,7 +105,8 @@ CachedPlan purge_processed_plans[2] = {
     CachedPlan("WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
                "            WHERE (w.message_id, w.consumer) IN ("
                "                   SELECT x.message_id, x.consumer FROM whizbang.wh_outbox_work x"
-               "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 LIMIT $2 FOR UPDATE SKIP LOCKED)"
+               "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
+               "                    ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
                "           RETURNING w.message_id),"
                "     m AS (DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id)"
                "SELECT 1 FROM w",
@@ -128,11 +131,13 @@ WorkPlan stale_preleased_plan(
 // a snapshot taken after the lock, the stream still has no work row. A store that numbered the
 // stream before the lock has committed by then, so its row is seen; one that comes after waits
 // for the delete and starts the stream again at 1, which keeps its order (nothing is pending).
+// Only unfinished rows count (a debug-mode leftover is never handed out again), which also lets
+// the check use the stream index (it covers unfinished rows only).
 WorkPlan lock_idle_streams_plan(
     "SELECT s.consumer::pg_catalog.text, s.stream_id FROM whizbang.wh_inbox_streams s"
     " WHERE NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
     "                    WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer"
-    "                      AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id)"
+    "                      AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id AND w.processed_at IS NULL)"
     " LIMIT $1 FOR UPDATE SKIP LOCKED",
     {INT4OID});
 WorkPlan delete_idle_streams_plan(
@@ -141,7 +146,7 @@ WorkPlan delete_idle_streams_plan(
     " WHERE s.consumer OPERATOR(pg_catalog.=) u.consumer AND s.stream_id OPERATOR(pg_catalog.=) u.stream_id"
     "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
     "                    WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer"
-    "                      AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id)",
+    "                      AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id AND w.processed_at IS NULL)",
     {TEXTARRAYOID, UUIDARRAYOID});
 
 Datum tid_datum(int64_t block) {

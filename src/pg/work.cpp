@@ -146,7 +146,9 @@ WorkPlan lock_followers_plan = WorkPlan::replanned(
 CachedPlan next_token_plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
 
 // Leases the picks (attempts + 1, the claim's token) and returns them with their message,
-// in pick order, as claim_work's result rows.
+// in pick order, as claim_work's result rows. Planned per call: a generic plan made while the
+// queue was small hash-joins the ids against a scan of the whole work table, dead rows and
+// all, for as long as it is cached (found by bench/outbox).
 const char* const kLeaseRows =
     "WITH c AS ("
     "  UPDATE whizbang.wh_inbox_work w"
@@ -158,7 +160,7 @@ const char* const kLeaseRows =
     "  RETURNING w.message_id, w.consumer, w.stream_id, w.partition_number, w.attempts, w.lease_token,"
     "            w.lease_expiry, u.ord)";
 CachedPlan hand_out_plans[2] = {
-    CachedPlan(std::string(kLeaseRows) +
+    CachedPlan::replanned(std::string(kLeaseRows) +
                    "SELECT 'inbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number, i.handler_name,"
                    "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope, c.attempts,"
                    "       c.lease_token, c.lease_expiry, c.consumer::pg_catalog.text"
@@ -166,7 +168,7 @@ CachedPlan hand_out_plans[2] = {
                    "    ON i.message_id OPERATOR(pg_catalog.=) c.message_id AND i.consumer OPERATOR(pg_catalog.=) c.consumer"
                    " ORDER BY c.ord",
                {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID}),
-    CachedPlan(outbox_twin(kLeaseRows) +
+    CachedPlan::replanned(outbox_twin(kLeaseRows) +
                    "SELECT 'outbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number,"
                    "       NULL::pg_catalog.text, o.destination, o.message_type, o.event_data, o.metadata, o.scope,"
                    "       c.attempts, c.lease_token, c.lease_expiry, NULL::pg_catalog.text"
@@ -494,8 +496,24 @@ std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_
     }
     std::string source = text_arg(fcinfo, argno, "p_source");
     if (source == "inbox") return Source::inbox;
-    if (source == "outbox") return Source::outbox;
+    if (source == "outbox") {
+        if (!outbox_installed())
+            throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                           "the outbox is not installed in this database: its whizbang is older than 0.4.0", {},
+                           "Run ALTER EXTENSION whizbang UPDATE.");
+        return Source::outbox;
+    }
     throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_source must be 'inbox' or 'outbox', got \"" + source + "\"");
+}
+
+bool outbox_installed() { return OidIsValid(work_table(Source::outbox)); }
+
+Oid work_table(Source source) {
+    return pg_call([source] {
+        Oid schema = get_namespace_oid("whizbang", true);
+        return OidIsValid(schema) ? get_relname_relid(source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work", schema)
+                                  : InvalidOid;
+    });
 }
 
 std::string outbox_twin(const std::string& sql) {
@@ -548,11 +566,21 @@ WB_FUNCTION(wb_claim_work) {
 
     // Both sources: which one fills the claim first alternates between a backend's claims, so
     // a busy inbox cannot starve the outbox or the other way round. One token for the claim.
+    // The outbox takes part where it is installed (a database still at 0.3.0 has none) and the
+    // calling role may update its work state: an inbox worker granted the inbox only keeps
+    // working with the default p_source.
     static unsigned both_claims = 0;
     std::vector<Source> order;
-    if (source) order = {*source};
-    else if ((both_claims++ & 1u) == 0) order = {Source::inbox, Source::outbox};
-    else order = {Source::outbox, Source::inbox};
+    if (source) {
+        order = {*source};
+    } else {
+        const Oid outbox = work_table(Source::outbox);
+        const bool with_outbox =
+            OidIsValid(outbox) && pg_call([outbox] { return pg_class_aclcheck(outbox, GetUserId(), ACL_UPDATE); }) == ACLCHECK_OK;
+        if (!with_outbox) order = {Source::inbox};
+        else if ((both_claims++ & 1u) == 0) order = {Source::inbox, Source::outbox};
+        else order = {Source::outbox, Source::inbox};
+    }
     int64_t fresh_token = 0;
     for (Source s : order) {
         c.source = s;

@@ -21,7 +21,13 @@ enum class Source { inbox = 0, outbox = 1 };
 const char* source_name(Source source);
 
 // p_source: 'inbox' or 'outbox'; NULL (where allowed) means every source and returns nullopt.
+// 'outbox' in a database whose whizbang predates it (0.3.0, not updated yet) is 0A000.
 std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_null);
+
+// The work-state table of `source` in this database, InvalidOid when it does not exist: the
+// library serves databases whose extension has not been updated yet.
+Oid work_table(Source source);
+bool outbox_installed();
 
 // `sql` with every "whizbang.wh_inbox_" table replaced by its "whizbang.wh_outbox_" twin.
 std::string outbox_twin(const std::string& sql);

@@ -6,7 +6,7 @@
 --
 -- Time is simulated with explicit p_now values from T0 = 2030-01-01 00:00:00 UTC.
 BEGIN;
-SELECT plan(89);
+SELECT plan(91);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -283,6 +283,26 @@ SELECT results_eq(
 SELECT is((SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(9), NULL, 1, 60, NULL, 10000, 100, '2030-01-02 00:10:00+00', 'outbox_test')
             ) + (SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(9), NULL, 1, 60, NULL, 10000, 100, '2030-01-02 00:10:00+00', 'outbox_test')),
           2::bigint, 'both sources: p_max_rows holds across sources');
+
+-- A worker role granted the inbox only (docs/inbox.md#grants): the default p_source claims
+-- what it may update, the inbox, instead of failing on the outbox's tables.
+CREATE ROLE wb_test_inbox_only;
+GRANT USAGE ON SCHEMA whizbang TO wb_test_inbox_only;
+GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text)
+  TO wb_test_inbox_only;
+GRANT SELECT ON whizbang.wh_inbox TO wb_test_inbox_only;
+GRANT SELECT, UPDATE ON whizbang.wh_inbox_work TO wb_test_inbox_only;
+GRANT SELECT, DELETE ON whizbang.wh_inbox_preleased TO wb_test_inbox_only;
+GRANT INSERT ON whizbang.wh_dead_letters TO wb_test_inbox_only;
+GRANT USAGE ON SEQUENCE whizbang.wh_lease_token_seq TO wb_test_inbox_only;
+GRANT SELECT ON whizbang.settings TO wb_test_inbox_only;
+SET LOCAL ROLE wb_test_inbox_only;
+SELECT results_eq(
+    $$SELECT DISTINCT source FROM whizbang.claim_work(pg_temp.inst(9), NULL, 10, 60, NULL, 10000, 100, '2030-01-02 01:00:00+00', 'outbox_test')$$,
+    $$VALUES ('inbox')$$, 'grants: a role granted the inbox only claims the inbox with the default p_source');
+SELECT throws_ok($$SELECT * FROM whizbang.claim_work(pg_temp.inst(9), 'outbox', 10, 60, NULL, 10000, 100, '2030-01-02 01:00:00+00')$$,
+                 '42501', NULL, 'grants: ... and asking for the outbox is refused (42501)');
+RESET ROLE;
 
 -- ---------------------------------------------------------------------------------------
 -- Big batches: 100,000 elements work; more than 1,000,000 are refused (54000), nothing written

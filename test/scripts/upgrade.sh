@@ -44,6 +44,25 @@ current=$versions
 while [ "$current" != "$target" ]; do
   next=$(ls sql/whizbang--"$current"--*.sql | sed -nE "s#sql/whizbang--$current--([0-9.]+)\.sql#\1#p" | sort -V | head -1)
   [ -n "$next" ] || { echo "no update script from $current"; exit 1; }
+  if [ "$current" = "0.3.0" ]; then
+    # This library serves a database still at 0.3.0 (installed, not updated yet): the inbox
+    # works as before, the default p_source claims the inbox only, and the outbox says 0A000.
+    psql -v ON_ERROR_STOP=1 -At -d upgraded <<'SQL' >"$WORK/old.out"
+SELECT count(*) FROM whizbang.store_inbox_messages('[{"MessageId": "0190a1b2-0000-7000-8000-00000000bbb1", "HandlerName": "h",
+  "MessageType": "t", "Envelope": {}}, {"MessageId": "0190a1b2-0000-7000-8000-00000000bbb2", "HandlerName": "h",
+  "MessageType": "t", "Envelope": {}}]', p_consumer => 'old');
+SELECT string_agg(source, ',') FROM whizbang.claim_work('0190a1b2-0000-7000-8000-00000000cccc', p_consumer => 'old');
+SELECT outcome FROM whizbang.fail_work('inbox', ARRAY['0190a1b2-0000-7000-8000-00000000bbb1'::uuid], ARRAY['x'], NULL,
+  ARRAY[false], 'old');
+SELECT whizbang.retry_dead_letters(ARRAY(SELECT dead_letter_id FROM whizbang.wh_dead_letters));
+SQL
+    got=$(tr '\n' ' ' <"$WORK/old.out")
+    [ "$got" = "2 inbox,inbox dead_lettered 1 " ] || { echo "0.3.0 database served by the new library: got [$got]"; exit 1; }
+    got=$(psql -At -d upgraded -v VERBOSITY=verbose \
+            -c "SELECT * FROM whizbang.claim_work('0190a1b2-0000-7000-8000-00000000cccc', 'outbox')" 2>&1 || true)
+    grep -q 0A000 <<<"$got" || { echo "claim_work('outbox') on a 0.3.0 database: $got"; exit 1; }
+    echo "ok: the $target library serves a database at 0.3.0 (inbox as before, outbox 0A000)"
+  fi
   echo "update $current -> $next"
   psql -d upgraded -c "ALTER EXTENSION whizbang UPDATE TO '$next'"
   current=$next
