@@ -5,7 +5,7 @@
 -- Time is simulated: rows are recorded at T0 = 2030-01-01 00:00:00 UTC and maintenance runs at
 -- T0 + 31 days (past the default 30-day windows) unless said otherwise.
 BEGIN;
-SELECT plan(64);
+SELECT plan(68);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -214,6 +214,22 @@ SELECT results_eq(
              ('inbox_dead_lettered', 1), ('inbox_leased', 1), ('inbox_oldest_pending_seconds', 90), ('inbox_pending', 2),
              ('inbox_scheduled', 1)$$,
     'stats: inbox pending / leased / scheduled / dead-lettered, the oldest pending age, dedup rows and observations');
+
+SELECT is((SELECT count(*) FROM whizbang.store_outbox_messages(jsonb_build_array(
+              jsonb_build_object('MessageId', pg_temp.id(61), 'Destination', 'd', 'MessageType', 't', 'Envelope', '{}'::jsonb),
+              jsonb_build_object('MessageId', pg_temp.id(62), 'Destination', 'd', 'MessageType', 't', 'Envelope', '{}'::jsonb),
+              jsonb_build_object('MessageId', pg_temp.id(63), 'Destination', 'd', 'MessageType', 't', 'Envelope', '{}'::jsonb,
+                                 'ScheduledFor', now() + interval '1 hour')),
+              NULL, NULL, now() - interval '60 seconds')), 3::bigint, 'setup: three outbox messages, one scheduled');
+SELECT is((SELECT count(*) FROM whizbang.claim_work('c0000000-0000-4000-8000-000000000004', 'outbox', 1)), 1::bigint,
+          'setup: one leased');
+SELECT results_eq(
+    $$SELECT metric, value FROM whizbang.stats WHERE metric LIKE 'outbox%' ORDER BY metric$$,
+    $$VALUES ('outbox_dead_lettered', 0::bigint), ('outbox_leased', 1), ('outbox_oldest_pending_seconds', 60),
+             ('outbox_pending', 1), ('outbox_scheduled', 1)$$,
+    'stats: the outbox''s pending / leased / scheduled / dead-lettered and the oldest pending age');
+SELECT is((SELECT count(*) FROM whizbang.stats), (SELECT count(*) FROM whizbang.stats()),
+          'stats: the view and the function agree');
 
 SELECT * FROM finish();
 ROLLBACK;

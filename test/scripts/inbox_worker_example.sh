@@ -25,11 +25,8 @@ fi
 # ----------------------------------------------------------------------------------------
 # Inside the cluster (PG* variables point at it)
 # ----------------------------------------------------------------------------------------
-PY=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c 'import psycopg2' 2>/dev/null; then PY=$candidate; break; fi
-done
-[ -n "$PY" ] || { echo "no python3 with psycopg2 found (Debian: python3-psycopg2)"; exit 1; }
+source test/lib/checks.sh  # check, check_eq, FAILED, wb_python
+wb_python || exit 1
 
 WORKER=examples/inbox_worker.py
 work=$(mktemp -d /tmp/whizbang-inbox-worker.XXXXXX)
@@ -43,15 +40,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-FAILED=0
-check() {  # check "description" "SQL returning true/false"
-  local got
-  got=$(psql -qXtA -v ON_ERROR_STOP=1 -c "$2" 2>&1) || true
-  if [ "$got" = "t" ]; then echo "ok   $1"; else echo "FAIL $1 (got: $got)"; FAILED=$((FAILED + 1)); fi
-}
-check_eq() {  # check_eq "description" expected actual
-  if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1 (expected: $2, got: $3)"; FAILED=$((FAILED + 1)); fi
-}
 
 psql -qX -v ON_ERROR_STOP=1 <<'SQL'
 CREATE EXTENSION whizbang;

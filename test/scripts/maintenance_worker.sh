@@ -14,10 +14,7 @@ self=$(readlink -f "$0")
 cd "$(dirname "$self")/../.."
 source scripts/lib.sh  # wb_free_port
 
-FAILED=0
-check_eq() {  # check_eq "description" expected actual
-  if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1 (expected: $2, got: $3)"; FAILED=$((FAILED + 1)); fi
-}
+source test/lib/checks.sh  # check_eq, FAILED
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
 
 # Old rows (recorded in 2000), a recent one, and a message stored in 2000 still waiting.

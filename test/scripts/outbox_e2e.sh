@@ -40,11 +40,8 @@ fi
 # ----------------------------------------------------------------------------------------
 # Inside the cluster (PG* variables point at it)
 # ----------------------------------------------------------------------------------------
-PY=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c 'import psycopg2' 2>/dev/null; then PY=$candidate; break; fi
-done
-[ -n "$PY" ] || { echo "no python3 with psycopg2 found (Debian: python3-psycopg2)"; exit 1; }
+source test/lib/checks.sh  # check, check_eq, FAILED, wb_python
+wb_python || exit 1
 
 RELAY=examples/outbox_relay.py
 TRANSPORT=(--transport-table outbox_demo_effects)
@@ -59,15 +56,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-FAILED=0
-check() {  # check "description" "SQL returning true/false"
-  local got
-  got=$(psql -qXtA -v ON_ERROR_STOP=1 -c "$2" 2>&1) || true
-  if [ "$got" = "t" ]; then echo "ok   $1"; else echo "FAIL $1 (got: $got)"; FAILED=$((FAILED + 1)); fi
-}
-check_eq() {  # check_eq "description" expected actual
-  if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1 (expected: $2, got: $3)"; FAILED=$((FAILED + 1)); fi
-}
 q() { psql -qXtA -v ON_ERROR_STOP=1 -c "$1"; }
 # summary FILES KEY...: "key=value ..." from the last JSON line of each file (comma-separated
 # list), numbers summed over the files; a dotted key reads a nested object (outcomes.new).

@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# Shared by the script tests (test/scripts/*.sh): source it; do not run it.
+#   check "description" "SQL returning true/false"   one check against the PG* database
+#   check_eq "description" expected actual
+#   FAILED                                            how many checks failed so far
+#   wb_python                                         sets PY to a python3 that has psycopg2
+FAILED=0
+check() {
+  local got
+  got=$(psql -qXtA -v ON_ERROR_STOP=1 -c "$2" 2>&1) || true
+  if [ "$got" = "t" ]; then echo "ok   $1"; else echo "FAIL $1 (got: $got)"; FAILED=$((FAILED + 1)); fi
+}
+check_eq() {
+  if [ "$2" = "$3" ]; then echo "ok   $1"; else echo "FAIL $1 (expected: $2, got: $3)"; FAILED=$((FAILED + 1)); fi
+}
+wb_python() {
+  local candidate
+  PY=""
+  for candidate in /usr/bin/python3 python3; do
+    if command -v "$candidate" >/dev/null && "$candidate" -c 'import psycopg2' 2>/dev/null; then PY=$candidate; return 0; fi
+  done
+  echo "no python3 with psycopg2 found (Debian: python3-psycopg2)"
+  return 1
+}
