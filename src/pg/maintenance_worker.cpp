@@ -31,6 +31,7 @@ namespace {
 
 int maintenance_naptime = 60;         // seconds
 int maintenance_batch_size = 10000;   // rows per batch
+int maintenance_batch_delay = 100;    // ms between two batches of a round
 char* maintenance_databases = nullptr;
 
 constexpr int kRestartSeconds = 10;
@@ -76,6 +77,9 @@ bool maintenance_installed() {
 }
 
 // One round: batches, each committed, until every task is done or a shutdown is asked for.
+// Between two batches the worker sleeps maintenance_batch_delay, as autovacuum's cost delay
+// does: a big backlog is purged more slowly, and the application's own writes (which share the
+// cores and the WAL with it) keep most of their throughput meanwhile (bench/purge).
 void run_round() {
     for (TaskRun& run : worker_runs) run = TaskRun{};
     bool more = true;
@@ -89,6 +93,11 @@ void run_round() {
         PopActiveSnapshot();
         CommitTransactionCommand();
         pgstat_report_activity(STATE_IDLE, nullptr);
+        if (more && maintenance_batch_delay > 0) {
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, maintenance_batch_delay,
+                            PG_WAIT_EXTENSION);
+            ResetLatch(MyLatch);
+        }
     }
     int64 total = 0;
     for (const TaskRun& run : worker_runs) total += run.rows;
@@ -132,6 +141,9 @@ void _PG_init(void) {
     DefineCustomIntVariable("whizbang.maintenance_batch_size",
                             "Rows per batch (and per transaction) of the background worker's maintenance.", nullptr,
                             &maintenance_batch_size, 10000, 1, 1000000, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("whizbang.maintenance_batch_delay",
+                            "Milliseconds the background worker sleeps between two batches (0: none).", nullptr,
+                            &maintenance_batch_delay, 100, 0, 60000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
     // A postmaster-level setting can only be defined while the postmaster loads the library.
     if (!process_shared_preload_libraries_in_progress) return;
     DefineCustomStringVariable("whizbang.maintenance_databases",
