@@ -92,6 +92,9 @@ void run_round() {
         more = DatumGetBool(DirectFunctionCall1(wb_maintenance_worker_batch, (Datum)0));
         PopActiveSnapshot();
         CommitTransactionCommand();
+        // A backend reports its table statistics when it goes idle; a worker must do it itself,
+        // or autovacuum never learns of the rows it deleted (found by bench/purge).
+        pgstat_report_stat(true);
         pgstat_report_activity(STATE_IDLE, nullptr);
         if (more && maintenance_batch_delay > 0) {
             (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, maintenance_batch_delay,
@@ -120,6 +123,9 @@ void whizbang_maintenance_main(Datum arg) {
     strlcpy(database, MyBgworkerEntry->bgw_extra, sizeof(database));
     BackgroundWorkerInitializeConnection(database, nullptr, 0);
     pgstat_report_appname("whizbang maintenance");
+    // The batch statements' estimated cost sits near jit_above_cost, where compiling them costs
+    // a third of a batch and saves nothing (bench/purge).
+    SetConfigOption("jit", "off", PGC_USERSET, PGC_S_SESSION);
 
     for (;;) {
         if (maintenance_installed()) run_round();

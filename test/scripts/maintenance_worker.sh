@@ -69,6 +69,8 @@ case "${1:-}" in
       "0 1 1 0 0 1" "$(wait_for postgres "0 1 1 0 0 1" 30)"
     check_eq "app: the same" "0 1 1 0 0 1" "$(wait_for app "0 1 1 0 0 1" 30)"
     check_eq "the workers show in pg_stat_activity, one per listed database" "app,postgres" "$(workers)"
+    check_eq "the worker's deletions reach the table statistics (what autovacuum goes by)" "t" \
+      "$(q -c "SELECT n_tup_del >= 500 FROM pg_stat_user_tables WHERE relid = 'whizbang.wh_message_deduplication'::regclass")"
     # pg_virtualenv keeps the server log next to its configuration.
     logged=$(cat "${PG_CLUSTER_CONF_ROOT:-/nonexistent}"/../log/*.log 2>/dev/null |
              grep -c 'whizbang maintenance: purge_old_deduplication 500, ' || true)
