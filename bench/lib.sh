@@ -11,6 +11,8 @@
 #                                                          for them, between cells)
 #   BENCH_WAIT_IDLE=120   seconds to wait, before starting, for other work on the machine to fall
 #                         below 25% of the cores (0: do not wait)
+#   BENCH_SERVER_OPTIONS  further NAME=VALUE server settings, separated by spaces (a benchmark
+#                         that needs one sets it; bench/purge: the background worker's)
 
 : "${BENCH_FSYNC:=on}" "${BENCH_SYNC_COMMIT:=on}" "${BENCH_SHARED_BUFFERS:=256MB}" "${BENCH_WAIT_IDLE:=120}"
 BENCH_MAX_WAL_SIZE=${BENCH_MAX_WAL_SIZE:-8GB}
@@ -61,7 +63,9 @@ bench_exec_in_cluster() {
     done
     export PGPORT
   fi
-  wb_log "starting a throw-away cluster on port $PGPORT: fsync=$BENCH_FSYNC synchronous_commit=$BENCH_SYNC_COMMIT shared_buffers=$BENCH_SHARED_BUFFERS"
+  local extra=() opt
+  for opt in ${BENCH_SERVER_OPTIONS:-}; do extra+=(-o "$opt"); done
+  wb_log "starting a throw-away cluster on port $PGPORT: fsync=$BENCH_FSYNC synchronous_commit=$BENCH_SYNC_COMMIT shared_buffers=$BENCH_SHARED_BUFFERS ${BENCH_SERVER_OPTIONS:-}"
   # -t keeps the cluster in a temporary directory even as root, so it never collides with a
   # cluster another script (scripts/test) has open at the same time.
   exec pg_virtualenv -t \
@@ -70,6 +74,7 @@ bench_exec_in_cluster() {
     -o "shared_buffers=$BENCH_SHARED_BUFFERS" \
     -o "max_wal_size=$BENCH_MAX_WAL_SIZE" \
     -o "checkpoint_timeout=$BENCH_CHECKPOINT_TIMEOUT" \
+    "${extra[@]}" \
     "$@"
 }
 

@@ -15,8 +15,8 @@
 // It uses the shared machinery of common.h, as the inbox driver does: every payload of a timed
 // window is built before its clock starts; all threads are released together; the CPU of the
 // server backends, of the driver and of everything else, and the WAL, are measured per window;
-// a window disturbed by other work is measured again; rounds are interleaved and the median is
-// reported. Besides, the server CPU and wall time of each step are summed per cell (the
+// a window disturbed by other work is measured again; rounds are interleaved (the order of the
+// methods rotated by one each round) and the median is reported. Besides, the server CPU and wall time of each step are summed per cell (the
 // backend's CPU from /proc around each call), to show where a method spends its time.
 //
 // Checks: the warm-up of every cell verifies every row (store: id, input order, new; claim:
@@ -425,8 +425,8 @@ std::string drain_and_check(PGconn* admin, const Method& m, const Options& o, Wo
     return out;
 }
 
-// (b)'s claim must find its rows through an index of its table: a sequential scan would make
-// the reference a strawman (or, on a small table, the planner's honest choice; reported).
+// (b)'s claim must find its rows through indexes of its tables: a sequential scan there would
+// make the reference a strawman (the cell is then not valid, and its ratios n/a).
 std::string plan_note(const Method& m, Worker& w, const Options& o) {
     if (m.native() || m.name.rfind("sql", 0) != 0) return "";
     std::string q = "EXPLAIN (COSTS OFF) EXECUTE " + m.name + "_claim('" + w.instance + "', " +
@@ -529,7 +529,7 @@ CellResult run_cell(const Options& o, const Method& m, PGconn* admin, Workers& w
         res.check.clear();
         for (auto& n : notes) res.check += (res.check.empty() ? "" : "; ") + n;
     }
-    res.valid = res.ids > 0 && after.empty();
+    res.valid = res.ids > 0 && after.empty() && plan.empty();
     return res;
 }
 
@@ -572,8 +572,29 @@ StepSummary summarize(const std::vector<CellSteps>& all, const std::string& meth
 
 std::string num(double v, const char* f = "%.2f") { return v >= 0 ? fmt(f, v) : std::string("n/a"); }
 
+// Per round, x's figure divided by y's (both measured within the same round, a minute apart at
+// most): the median over the rounds and the range, "n/a" without a valid pair.
+std::string paired(const std::vector<std::vector<CellResult>>& rounds, const std::string& x, const std::string& y,
+                   bool cpu) {
+    std::vector<double> q;
+    for (auto& round : rounds) {
+        const CellResult *a = nullptr, *b = nullptr;
+        for (auto& r : round) {
+            if (r.method == x && r.valid) a = &r;
+            if (r.method == y && r.valid) b = &r;
+        }
+        if (!a || !b) continue;
+        if (!cpu && b->ids_per_s > 0) q.push_back(a->ids_per_s / b->ids_per_s);
+        if (cpu && a->cpu_us_per_id > 0 && b->cpu_us_per_id >= 0) q.push_back(b->cpu_us_per_id / a->cpu_us_per_id);
+    }
+    if (q.empty()) return "n/a";
+    std::sort(q.begin(), q.end());
+    return fmt("%.2f", median(q)) + (cpu ? "" : "x") + " (" + fmt("%.2f", q.front()) + "-" + fmt("%.2f", q.back()) + ")";
+}
+
 void write_markdown(const Options& o, const std::vector<Method>& methods, const std::vector<CellResult>& rs,
-                    const std::vector<CellSteps>& steps, std::ostream& md) {
+                    const std::vector<std::vector<CellResult>>& rounds, const std::vector<CellSteps>& steps,
+                    std::ostream& md) {
     md << "### Relay cycle: store " << o.batch << " + claim up to " << o.claim_rows << " + complete, " << o.conns
        << " clients\n\n"
        << "Each client loops three transactions (autocommit): store a batch of " << o.batch << " new messages, claim up "
@@ -583,7 +604,7 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
        << " checked warm-up cycles per client and a drain, then CHECKPOINT; autovacuum is off on the measured tables "
           "(a vacuum or analyze landing in some cells and not in others would move the figures more than the "
           "differences measured), so the dead rows of the cell stay for its whole window, as between two autovacuum "
-          "runs. "
+          "runs. The order of the methods is rotated by one each round. "
        << columns_note(o, "msg", "cycle (store + claim + complete)")
        << " msgs = messages completed in the window (stored, claimed and completed). check: warm-up rows verified "
           "(store: id, order, new; claim: every column, the envelope is its message's, one fresh token per claim, "
@@ -614,7 +635,11 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
 
     md << "\n#### Ratios (native divided by the reference: msgs/s; the reference's server CPU and WAL per message "
           "divided by native's, so above 1 favours native)\n\n"
-          "| ratio | msgs/s | server CPU per message | WAL per message |\n|---|---:|---:|---:|\n";
+          "First of the medians of the table above; then per round, of the two cells measured in the same round (the "
+          "machine's speed drifts over a run more than it does within a round), as the median over the rounds and "
+          "the range.\n\n"
+          "| ratio | msgs/s | server CPU per message | WAL per message | msgs/s, per round | server CPU, per round |\n"
+          "|---|---:|---:|---:|---:|---:|\n";
     for (auto& n : methods) {
         if (!n.native()) continue;
         for (auto& ref : methods) {
@@ -623,6 +648,7 @@ void write_markdown(const Options& o, const std::vector<Method>& methods, const 
             auto b = find_cell(rs, "cycle", ref.name, o.batch);
             std::string wal = a && b && a->wal_per_id > 0 ? fmt("%.2f", b->wal_per_id / a->wal_per_id) : std::string("n/a");
             md << "| " << n.name << " / " << ref.name << " | " << ratio_text(a, b) << " | " << cpu_rel(a, b) << " | " << wal
+               << " | " << paired(rounds, n.name, ref.name, false) << " | " << paired(rounds, n.name, ref.name, true)
                << " |\n";
         }
     }
@@ -669,9 +695,13 @@ int main(int argc, char** argv) {
     long budget = static_cast<long>(std::ceil(o.retry_budget * methods.size() * o.rounds));
     print_cell_header();
     std::vector<CellResult> measured;
+    std::vector<std::vector<CellResult>> rounds(o.rounds);
     std::vector<CellSteps> steps;
+    // Rounds interleaved, and the order of the methods rotated by one each round: the first cell
+    // of a round, and a cell right after one on the same tables, measured differently in trials.
     for (int round = 1; round <= o.rounds; ++round)
-        for (auto& m : methods) {
+        for (std::size_t k = 0; k < methods.size(); ++k) {
+            const Method& m = methods[(k + round - 1) % methods.size()];
             // Each attempt's steps; the ones of the attempt measure_cell keeps are reported.
             std::vector<std::pair<CellResult, CellSteps>> attempts;
             CellResult r = measure_cell(o.retries, o.max_other, budget, "cycle " + m.name, [&] {
@@ -701,6 +731,7 @@ int main(int argc, char** argv) {
                 std::fflush(stdout);
             }
             measured.push_back(r);
+            rounds[round - 1].push_back(r);
         }
     for (auto& m : methods) exec_admin(admin, "TRUNCATE " + m.tables);
     std::vector<CellResult> results = aggregate(measured, o.max_other);
@@ -711,7 +742,7 @@ int main(int argc, char** argv) {
         for (auto& r : results) write_tsv_row(t, r);
     }
     std::ostringstream md;
-    write_markdown(o, methods, results, steps, md);
+    write_markdown(o, methods, results, rounds, steps, md);
     if (!o.md_path.empty()) std::ofstream(o.md_path) << md.str();
     else std::printf("\n%s", md.str().c_str());
 
