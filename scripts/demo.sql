@@ -62,20 +62,20 @@ SELECT message_type, attempts, lease_token
 
 \echo
 \echo '== the outbox: an order and its event commit together; a rolled-back order leaves neither'
-CREATE TABLE orders (order_id int PRIMARY KEY, amount numeric NOT NULL);
+CREATE TABLE shop_orders (order_id int PRIMARY KEY, amount numeric NOT NULL);
 BEGIN;
-INSERT INTO orders VALUES (3, 30);
+INSERT INTO shop_orders VALUES (3, 30);
 SELECT message_id, was_newly_created FROM whizbang.store_outbox_messages('[
   {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000201", "Destination": "orders", "MessageType": "OrderCreated",
    "Envelope": {"order": 3, "amount": 30}}]');
 COMMIT;
 BEGIN;
-INSERT INTO orders VALUES (4, 40);
+INSERT INTO shop_orders VALUES (4, 40);
 SELECT count(*) AS stored FROM whizbang.store_outbox_messages('[
   {"MessageId": "0190a1b2-c3d4-7e5f-8a9b-000000000202", "Destination": "orders", "MessageType": "OrderCreated",
    "Envelope": {"order": 4, "amount": 40}}]');
 ROLLBACK;
-SELECT (SELECT count(*) FROM orders) AS orders, (SELECT count(*) FROM whizbang.wh_outbox) AS outbox_rows;
+SELECT (SELECT count(*) FROM shop_orders) AS orders, (SELECT count(*) FROM whizbang.wh_outbox) AS outbox_rows;
 \echo '== a relay claims the event under a lease, publishes it, and completes it'
 SELECT source, destination, message_type, envelope
   FROM whizbang.claim_work('0190a1b2-c3d4-7e5f-8a9b-00000000eeee', 'outbox');
