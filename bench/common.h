@@ -494,6 +494,26 @@ struct RunOptions {
     std::string dsn, tsv_path, md_path;
 };
 
+// Reads the --key=value arguments: take(key, value) returns false for a key it does not know.
+// --help, an unknown key or a bad number (std::logic_error from take) end in usage().
+template <typename Take>
+void parse_key_values(int argc, char** argv, Take take, void (*usage)(const char*)) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        const auto eq = a.find('=');
+        const std::string key = a.substr(0, eq);
+        const std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
+        if (key == "--help" || key == "-h") usage("help requested");
+        bool known = false;
+        try {
+            known = take(key, val);
+        } catch (const std::logic_error&) {
+            usage(("bad value in " + a).c_str());
+        }
+        if (!known) usage(("unknown option " + a).c_str());
+    }
+}
+
 // Takes --conns, --rounds, --retries, --max-other, --retry-budget, --seconds, --envelope-bytes,
 // --dsn, --tsv, --md; false for any other key. Throws std::logic_error on a bad number.
 inline bool parse_run_option(const std::string& key, const std::string& val, RunOptions& o) {

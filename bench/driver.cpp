@@ -66,37 +66,29 @@ struct Options {
 
 Options parse_options(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto eq = a.find('=');
-        std::string key = a.substr(0, eq);
-        std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
-        try {
-            if (key == "--methods") o.methods = split(val, ',');
-            else if (key == "--batches") {
-                o.batches.clear();
-                for (auto& b : split(val, ',')) o.batches.push_back(std::stoi(b));
-            } else if (key == "--modes") o.modes = split(val, ',');
-            else if (key == "--conns") o.conns = std::stoi(val);
-            else if (key == "--rounds") o.rounds = std::stoi(val);
-            else if (key == "--retries") o.retries = std::stoi(val);
-            else if (key == "--max-other") o.max_other = std::stod(val);
-            else if (key == "--retry-budget") o.retry_budget = std::stod(val);
-            else if (key == "--seconds") o.seconds = std::stod(val);
-            else if (key == "--max-ids") o.max_ids = std::stol(val);
-            else if (key == "--dup-ids") o.dup_ids = std::stol(val);
-            else if (key == "--uuid") o.uuid_kind = val;
-            else if (key == "--consumer") o.consumer = val;
-            else if (key == "--dsn") o.dsn = val;
-            else if (key == "--tsv") o.tsv_path = val;
-            else if (key == "--md") o.md_path = val;
-            else if (key == "--skip-native") o.skip_native = true;
-            else if (key == "--help" || key == "-h") usage("help requested");
-            else usage(("unknown option " + a).c_str());
-        } catch (const std::logic_error&) {
-            usage(("bad value in " + a).c_str());
-        }
-    }
+    parse_key_values(argc, argv, [&](const std::string& key, const std::string& val) {
+        if (key == "--methods") o.methods = split(val, ',');
+        else if (key == "--batches") {
+            o.batches.clear();
+            for (auto& b : split(val, ',')) o.batches.push_back(std::stoi(b));
+        } else if (key == "--modes") o.modes = split(val, ',');
+        else if (key == "--conns") o.conns = std::stoi(val);
+        else if (key == "--rounds") o.rounds = std::stoi(val);
+        else if (key == "--retries") o.retries = std::stoi(val);
+        else if (key == "--max-other") o.max_other = std::stod(val);
+        else if (key == "--retry-budget") o.retry_budget = std::stod(val);
+        else if (key == "--seconds") o.seconds = std::stod(val);
+        else if (key == "--max-ids") o.max_ids = std::stol(val);
+        else if (key == "--dup-ids") o.dup_ids = std::stol(val);
+        else if (key == "--uuid") o.uuid_kind = val;
+        else if (key == "--consumer") o.consumer = val;
+        else if (key == "--dsn") o.dsn = val;
+        else if (key == "--tsv") o.tsv_path = val;
+        else if (key == "--md") o.md_path = val;
+        else if (key == "--skip-native") o.skip_native = true;
+        else return false;
+        return true;
+    }, usage);
     if (o.conns < 1 || o.rounds < 1 || o.seconds <= 0 || o.max_ids < 1 || o.dup_ids < 1)
         usage("conns, seconds, max-ids and dup-ids must be positive");
     if (o.uuid_kind != "v7" && o.uuid_kind != "v4") usage("--uuid is v7 or v4");

@@ -57,32 +57,24 @@ struct Options : RunOptions {
 
 Options parse_options(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto eq = a.find('=');
-        std::string key = a.substr(0, eq);
-        std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
-        try {
-            if (parse_run_option(key, val, o)) continue;
-            if (key == "--parts") o.parts = split(val, ',');
-            else if (key == "--store-methods") o.store_methods = split(val, ',');
-            else if (key == "--batches") {
-                o.batches.clear();
-                for (auto& b : split(val, ',')) o.batches.push_back(std::stoi(b));
-            } else if (key == "--cycle-methods") o.cycle_methods = split(val, ',');
-            else if (key == "--latency-sizes") {
-                o.latency_sizes.clear();
-                for (auto& s : split(val, ',')) o.latency_sizes.push_back(std::stol(s));
-            } else if (key == "--max-msgs") o.max_msgs = std::stol(val);
-            else if (key == "--cycle-rows") o.cycle_rows = std::stol(val);
-            else if (key == "--claim-rows") o.claim_rows = std::stoi(val);
-            else if (key == "--latency-calls") o.latency_calls = std::stoi(val);
-            else if (key == "--help" || key == "-h") usage("help requested");
-            else usage(("unknown option " + a).c_str());
-        } catch (const std::logic_error&) {
-            usage(("bad value in " + a).c_str());
-        }
-    }
+    parse_key_values(argc, argv, [&](const std::string& key, const std::string& val) {
+        if (parse_run_option(key, val, o)) return true;
+        if (key == "--parts") o.parts = split(val, ',');
+        else if (key == "--store-methods") o.store_methods = split(val, ',');
+        else if (key == "--batches") {
+            o.batches.clear();
+            for (auto& b : split(val, ',')) o.batches.push_back(std::stoi(b));
+        } else if (key == "--cycle-methods") o.cycle_methods = split(val, ',');
+        else if (key == "--latency-sizes") {
+            o.latency_sizes.clear();
+            for (auto& s : split(val, ',')) o.latency_sizes.push_back(std::stol(s));
+        } else if (key == "--max-msgs") o.max_msgs = std::stol(val);
+        else if (key == "--cycle-rows") o.cycle_rows = std::stol(val);
+        else if (key == "--claim-rows") o.claim_rows = std::stoi(val);
+        else if (key == "--latency-calls") o.latency_calls = std::stoi(val);
+        else return false;
+        return true;
+    }, usage);
     if (o.conns < 1 || o.rounds < 1 || o.seconds <= 0 || o.max_msgs < 1 || o.cycle_rows < 1 || o.claim_rows < 1 ||
         o.latency_calls < 1 || o.envelope_bytes < 200)
         usage("counts and seconds must be positive, --envelope-bytes at least 200");

@@ -62,25 +62,17 @@ struct Options : RunOptions {
 
 Options parse_options(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto eq = a.find('=');
-        std::string key = a.substr(0, eq);
-        std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
-        try {
-            if (parse_run_option(key, val, o)) continue;
-            if (key == "--methods") o.methods = split(val, ',');
-            else if (key == "--batch") o.batch = std::stoi(val);
-            else if (key == "--claim-rows") o.claim_rows = std::stoi(val);
-            else if (key == "--lease-seconds") o.lease_seconds = std::stoi(val);
-            else if (key == "--warm-cycles") o.warm_cycles = std::stoi(val);
-            else if (key == "--max-msgs") o.max_msgs = std::stol(val);
-            else if (key == "--help" || key == "-h") usage("help requested");
-            else usage(("unknown option " + a).c_str());
-        } catch (const std::logic_error&) {
-            usage(("bad value in " + a).c_str());
-        }
-    }
+    parse_key_values(argc, argv, [&](const std::string& key, const std::string& val) {
+        if (parse_run_option(key, val, o)) return true;
+        if (key == "--methods") o.methods = split(val, ',');
+        else if (key == "--batch") o.batch = std::stoi(val);
+        else if (key == "--claim-rows") o.claim_rows = std::stoi(val);
+        else if (key == "--lease-seconds") o.lease_seconds = std::stoi(val);
+        else if (key == "--warm-cycles") o.warm_cycles = std::stoi(val);
+        else if (key == "--max-msgs") o.max_msgs = std::stol(val);
+        else return false;
+        return true;
+    }, usage);
     if (o.conns < 1 || o.rounds < 1 || o.seconds <= 0 || o.batch < 1 || o.claim_rows < 1 || o.lease_seconds < 120 ||
         o.warm_cycles < 1 || o.max_msgs < 1 || o.envelope_bytes < 200)
         usage("counts and seconds must be positive, --lease-seconds at least 120, --envelope-bytes at least 200");

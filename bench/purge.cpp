@@ -82,32 +82,24 @@ struct Options : RunOptions {
 
 Options parse_options(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        auto eq = a.find('=');
-        std::string key = a.substr(0, eq);
-        std::string val = eq == std::string::npos ? "" : a.substr(eq + 1);
-        try {
-            if (parse_run_option(key, val, o)) continue;
-            if (key == "--sizes") {
-                o.sizes.clear();
-                for (auto& s : split(val, ',')) o.sizes.push_back(std::stol(s));
-            } else if (key == "--methods") o.methods = split(val, ',');
-            else if (key == "--recent-rows") o.recent_rows = std::stol(val);
-            else if (key == "--batch") o.batch = std::stoi(val);
-            else if (key == "--purge-batch") o.purge_batch = std::stoi(val);
-            else if (key == "--alone") o.alone = val != "0";
-            else if (key == "--max-pool") o.max_pool = std::stol(val);
-            else if (key == "--wait-idle") o.wait_idle = std::stod(val);
-            else if (key == "--warm-batches") o.warm_batches = std::stoi(val);
-            else if (key == "--warm-seconds") o.warm_seconds = std::stod(val);
-            else if (key == "--rounds-up-to") o.rounds_up_to = std::stol(val);
-            else if (key == "--help" || key == "-h") usage("help requested");
-            else usage(("unknown option " + a).c_str());
-        } catch (const std::logic_error&) {
-            usage(("bad value in " + a).c_str());
-        }
-    }
+    parse_key_values(argc, argv, [&](const std::string& key, const std::string& val) {
+        if (parse_run_option(key, val, o)) return true;
+        if (key == "--sizes") {
+            o.sizes.clear();
+            for (auto& s : split(val, ',')) o.sizes.push_back(std::stol(s));
+        } else if (key == "--methods") o.methods = split(val, ',');
+        else if (key == "--recent-rows") o.recent_rows = std::stol(val);
+        else if (key == "--batch") o.batch = std::stoi(val);
+        else if (key == "--purge-batch") o.purge_batch = std::stoi(val);
+        else if (key == "--alone") o.alone = val != "0";
+        else if (key == "--max-pool") o.max_pool = std::stol(val);
+        else if (key == "--wait-idle") o.wait_idle = std::stod(val);
+        else if (key == "--warm-batches") o.warm_batches = std::stoi(val);
+        else if (key == "--warm-seconds") o.warm_seconds = std::stod(val);
+        else if (key == "--rounds-up-to") o.rounds_up_to = std::stol(val);
+        else return false;
+        return true;
+    }, usage);
     if (o.conns < 1 || o.rounds < 1 || o.seconds <= 0 || o.batch < 1 || o.purge_batch < 1 || o.recent_rows < 0 ||
         o.max_pool < 1 || o.warm_batches < 1 || o.warm_seconds < 0 || o.envelope_bytes < 200)
         usage("counts and seconds must be positive, --envelope-bytes at least 200");
