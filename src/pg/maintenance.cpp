@@ -38,18 +38,24 @@ CachedPlan dedup_extent_plan(
     {});
 
 // One range of blocks, read by a TID range scan: records first seen before the horizon whose
-// message is neither waiting in the inbox nor dead-lettered there.
+// message is neither waiting in the inbox nor dead-lettered there. They are locked first, without
+// waiting: a store that is counting a redelivery of one of them holds it (stores lock records in
+// key order, a purge meets them in block order — waiting could deadlock); the purge leaves that
+// record for its next run.
 CachedPlan purge_dedup_plan(
     "DELETE FROM whizbang.wh_message_deduplication d"
-    " WHERE d.ctid OPERATOR(pg_catalog.>=) $2 AND d.ctid OPERATOR(pg_catalog.<) $3"
-    "   AND d.first_seen_at OPERATOR(pg_catalog.<) $1"
-    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
-    "                    WHERE i.message_id OPERATOR(pg_catalog.=) d.message_id"
-    "                      AND i.consumer OPERATOR(pg_catalog.=) d.consumer)"
-    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_dead_letters x"
-    "                    WHERE x.message_id OPERATOR(pg_catalog.=) d.message_id"
-    "                      AND x.consumer OPERATOR(pg_catalog.=) d.consumer"
-    "                      AND x.source OPERATOR(pg_catalog.=) 'inbox')",
+    " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+    "   SELECT x.ctid FROM whizbang.wh_message_deduplication x"
+    "    WHERE x.ctid OPERATOR(pg_catalog.>=) $2 AND x.ctid OPERATOR(pg_catalog.<) $3"
+    "      AND x.first_seen_at OPERATOR(pg_catalog.<) $1"
+    "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
+    "                       WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
+    "                         AND i.consumer OPERATOR(pg_catalog.=) x.consumer)"
+    "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_dead_letters l"
+    "                       WHERE l.message_id OPERATOR(pg_catalog.=) x.message_id"
+    "                         AND l.consumer OPERATOR(pg_catalog.=) x.consumer"
+    "                         AND l.source OPERATOR(pg_catalog.=) 'inbox')"
+    "      FOR UPDATE OF x SKIP LOCKED))",
     {TIMESTAMPTZOID, TIDOID, TIDOID});
 
 // purge_expired_idempotency ------------------------------------------------------------------

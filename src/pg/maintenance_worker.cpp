@@ -126,6 +126,10 @@ void whizbang_maintenance_main(Datum arg) {
     // The batch statements' estimated cost sits near jit_above_cost, where compiling them costs
     // a third of a batch and saves nothing (bench/purge).
     SetConfigOption("jit", "off", PGC_USERSET, PGC_S_SESSION);
+    // A database's own timeouts are for its applications: a batch cut short would end the
+    // worker (an error in a background worker is fatal) and restart its round forever.
+    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 
     for (;;) {
         if (maintenance_installed()) run_round();
