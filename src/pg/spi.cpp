@@ -43,6 +43,21 @@ void SpiConnection::finish() {
     pg_call([] { SPI_finish(); });
 }
 
+void spi_rows_to_result(ReturnSetInfo* rsinfo, uint64 rows) {
+    pg_call([&] {
+        const int ncols = SPI_tuptable->tupdesc->natts;
+        Datum* values = static_cast<Datum*>(palloc(sizeof(Datum) * ncols));
+        bool* nulls = static_cast<bool*>(palloc(sizeof(bool) * ncols));
+        for (uint64 r = 0; r < rows; ++r) {
+            for (int col = 0; col < ncols; ++col)
+                values[col] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col + 1, &nulls[col]);
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+        pfree(values);
+        pfree(nulls);
+    });
+}
+
 Datum spi_value(uint64 row, int col, bool* isnull) {
     return pg_call([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
 }

@@ -49,6 +49,10 @@ private:
     bool open_ = false;
 };
 
+// Appends the first `rows` rows of the last result to a materialized SRF's result, copied now
+// (SPI_finish frees them); the result's columns are the statement's, in order.
+void spi_rows_to_result(ReturnSetInfo* rsinfo, uint64 rows);
+
 // Column `col` (1-based) of row `row` of the last result; nullptr-safe NULL check via *isnull.
 Datum spi_value(uint64 row, int col, bool* isnull);
 

@@ -70,15 +70,7 @@ WB_FUNCTION(wb_stats) {
     SpiConnection spi;
     const TimestampTz now = GetCurrentTransactionStartTimestamp();
     uint64 rows = stats_plan.execute({TimestampTzGetDatum(now)});
-    pg_call([&] {
-        for (uint64 r = 0; r < rows; ++r) {
-            Datum values[2];
-            bool nulls[2];
-            for (int col = 0; col < 2; ++col)
-                values[col] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col + 1, &nulls[col]);
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-        }
-    });
+    spi_rows_to_result(rsinfo, rows);
     spi.finish();
     return (Datum)0;
 }

@@ -143,8 +143,6 @@ WorkPlan lock_followers_plan = WorkPlan::replanned(
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
 
-CachedPlan next_token_plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
-
 // Leases the picks (attempts + 1, the claim's token) and returns them with their message,
 // in pick order, as claim_work's result rows. Planned per call: a generic plan made while the
 // queue was small hash-joins the ids against a scan of the whole work table, dead rows and
@@ -432,11 +430,7 @@ int hand_out(const Claim& c, const std::vector<Pick>& picks, int64_t max_attempt
             dead_consumers.push_back(p.consumer);
             continue;
         }
-        if (p.token == 0 && fresh_token == 0) {
-            next_token_plan.execute({});
-            bool isnull = false;
-            fresh_token = DatumGetInt64(spi_value(0, 1, &isnull));
-        }
+        if (p.token == 0 && fresh_token == 0) fresh_token = next_lease_token();
         ids.push_back(p.id);
         consumers.push_back(p.consumer);
         tokens.push_back(p.token != 0 ? p.token : fresh_token);
@@ -446,16 +440,7 @@ int hand_out(const Claim& c, const std::vector<Pick>& picks, int64_t max_attempt
     if (ids.empty()) return 0;
     uint64 rows = hand_out_plans[static_cast<int>(c.source)].execute({uuid_array(ids), text_array(consumers), int8_array(tokens),
                                          PointerGetDatum(c.instance.data()), TimestampTzGetDatum(c.expiry)});
-    pg_call([&] {
-        // Copied into the result now: SPI_finish frees the rows.
-        for (uint64 r = 0; r < rows; ++r) {
-            Datum values[14];
-            bool nulls[14];
-            for (int col = 0; col < 14; ++col)
-                values[col] = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, col + 1, &nulls[col]);
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-        }
-    });
+    spi_rows_to_result(rsinfo, rows);
     return static_cast<int>(rows);
 }
 
@@ -507,6 +492,13 @@ std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_
 }
 
 bool outbox_installed() { return OidIsValid(work_table(Source::outbox)); }
+
+int64_t next_lease_token() {
+    static CachedPlan plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
+    plan.execute({});
+    bool isnull = false;
+    return DatumGetInt64(spi_value(0, 1, &isnull));
+}
 
 Oid work_table(Source source) {
     return pg_call([source] {

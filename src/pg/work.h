@@ -29,6 +29,9 @@ std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_
 Oid work_table(Source source);
 bool outbox_installed();
 
+// A fresh fencing token from wh_lease_token_seq (claims, and pre-leased stores).
+int64_t next_lease_token();
+
 // `sql` with every "whizbang.wh_inbox_" table replaced by its "whizbang.wh_outbox_" twin.
 std::string outbox_twin(const std::string& sql);
 

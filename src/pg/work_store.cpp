@@ -30,8 +30,6 @@ WorkPlan busy_streams_plan(
     "   AND w.processed_at IS NULL",
     {TEXTOID, UUIDARRAYOID});
 
-CachedPlan next_token_plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
-
 CachedPlan insert_inbox_plan(
     "INSERT INTO whizbang.wh_inbox (consumer, message_id, handler_name, message_type, envelope, metadata, scope,"
     "  stream_id, is_event, sent_at, received_at)"
@@ -185,9 +183,7 @@ void write_work(const StoreOptions& o, const std::vector<Message>& messages, con
     int64_t token = 0;
     if (o.instance) {
         busy = busy_streams(source, consumer, messages, fresh);
-        next_token_plan.execute({});
-        bool isnull = false;
-        token = DatumGetInt64(spi_value(0, 1, &isnull));
+        token = next_lease_token();
     }
 
     const std::size_t n = fresh.size();
