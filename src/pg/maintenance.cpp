@@ -87,7 +87,7 @@ CachedPlan forget_keys_plan(
 
 CachedPlan purge_dead_letters_plan(
     "DELETE FROM whizbang.wh_dead_letters d"
-    " WHERE d.dead_letter_id IN (SELECT x.dead_letter_id FROM whizbang.wh_dead_letters x"
+    " WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY (SELECT x.dead_letter_id FROM whizbang.wh_dead_letters x"
     "                             WHERE x.dead_lettered_at OPERATOR(pg_catalog.<) $1"
     "                             ORDER BY x.dead_lettered_at LIMIT $2 FOR UPDATE SKIP LOCKED)",
     {TIMESTAMPTZOID, INT4OID});
@@ -98,7 +98,7 @@ CachedPlan purge_dead_letters_plan(
 // (found through the partial index on processed_at, which holds those rows only).
 CachedPlan purge_processed_plans[2] = {
     CachedPlan("WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
-               "            WHERE (w.message_id, w.consumer) IN ("
+               "            WHERE (w.message_id, w.consumer) OPERATOR(pg_catalog.=) ANY ("
                "                   SELECT x.message_id, x.consumer FROM whizbang.wh_inbox_work x"
                "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
                "                    ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
@@ -109,7 +109,7 @@ CachedPlan purge_processed_plans[2] = {
                "SELECT 1 FROM w",
                {TIMESTAMPTZOID, INT4OID}),
     CachedPlan("WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
-               "            WHERE (w.message_id, w.consumer) IN ("
+               "            WHERE (w.message_id, w.consumer) OPERATOR(pg_catalog.=) ANY ("
                "                   SELECT x.message_id, x.consumer FROM whizbang.wh_outbox_work x"
                "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
                "                    ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
@@ -122,7 +122,7 @@ CachedPlan purge_processed_plans[2] = {
 // lapsed (an instance that stores pre-leased work but never claims again leaves them).
 WorkPlan stale_preleased_plan(
     "DELETE FROM whizbang.wh_inbox_preleased p"
-    " WHERE p.ctid IN (SELECT q.ctid FROM whizbang.wh_inbox_preleased q"
+    " WHERE p.ctid OPERATOR(pg_catalog.=) ANY (SELECT q.ctid FROM whizbang.wh_inbox_preleased q"
     "                   WHERE NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
     "                                      WHERE w.message_id OPERATOR(pg_catalog.=) q.message_id"
     "                                        AND w.consumer OPERATOR(pg_catalog.=) q.consumer"

@@ -65,8 +65,9 @@ bool maintenance_installed() {
     bool installed = false;
     if (SPI_connect() == SPI_OK_CONNECT) {
         int rc = SPI_execute(
-            "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
-            " WHERE n.nspname = 'whizbang' AND p.proname = 'perform_maintenance'",
+            "SELECT 1 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n"
+            "    ON n.oid OPERATOR(pg_catalog.=) p.pronamespace"
+            " WHERE n.nspname OPERATOR(pg_catalog.=) 'whizbang' AND p.proname OPERATOR(pg_catalog.=) 'perform_maintenance'",
             true, 1);
         installed = rc == SPI_OK_SELECT && SPI_processed > 0;
         SPI_finish();
@@ -130,6 +131,10 @@ void whizbang_maintenance_main(Datum arg) {
     // worker (an error in a background worker is fatal) and restart its round forever.
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("lock_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+    // The worker runs as a superuser, so it must not resolve any name through a path the
+    // database's owner chose (ALTER DATABASE ... SET search_path, applied at connection): its
+    // SQL is qualified throughout, and nothing but pg_catalog is searched even so (DESIGN §4).
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
     for (;;) {
         if (maintenance_installed()) run_round();

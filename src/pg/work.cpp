@@ -43,7 +43,8 @@ WorkPlan preleased_plan = WorkPlan::replanned(
 WorkPlan forget_preleased_plan(
     "DELETE FROM whizbang.wh_inbox_preleased p"
     " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
-    "   AND (p.message_id, p.consumer) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
+    "   AND (p.message_id, p.consumer) OPERATOR(pg_catalog.=) ANY ("
+    "        SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
     {UUIDOID, UUIDARRAYOID, TEXTARRAYOID});
 
 // Rows without a stream: due, not under a live lease, oldest due first, locked without
@@ -67,7 +68,7 @@ WorkPlan stream_heads_plan = WorkPlan::replanned(
     "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
     "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
     "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
-    "      AND ($6 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($7::pg_catalog.text COLLATE \"C\", $8))"
+    "      AND ($6 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($7::pg_catalog.text COLLATE pg_catalog.\"C\", $8))"
     "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
     "  UNION ALL"
     "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
