@@ -94,7 +94,7 @@ WorkPlan stream_heads_plan = WorkPlan::replanned(
 // took is skipped), checking again that each is still due, free and the oldest unfinished row
 // of its stream. Rows are locked as the LIMIT takes them: none is held for nothing.
 WorkPlan lock_heads_plan = WorkPlan::replanned(
-    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq"
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq, w.lease_token"
     "  FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
     "   AND w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
@@ -103,16 +103,7 @@ WorkPlan lock_heads_plan = WorkPlan::replanned(
     "        SELECT 1 FROM whizbang.wh_inbox_work o"
     "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
     "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL)"
-    // One holder per stream: a holder that released or failed its head may still hold later
-    // rows of the stream (they were handed out with it); the stream stays theirs until those
-    // leases end. Claims hand out runs of at most p_max_rows rows, so the next rows suffice.
-    "   AND NOT EXISTS ("
-    "        SELECT 1 FROM (SELECT f.lease_expiry FROM whizbang.wh_inbox_work f"
-    "                        WHERE f.consumer OPERATOR(pg_catalog.=) w.consumer"
-    "                          AND f.stream_id OPERATOR(pg_catalog.=) w.stream_id"
-    "                          AND f.stream_seq OPERATOR(pg_catalog.>) w.stream_seq AND f.processed_at IS NULL"
-    "                        ORDER BY f.stream_seq LIMIT 1000) later"
-    "         WHERE later.lease_expiry OPERATOR(pg_catalog.>) $3)"
+    // One holder per stream needs no look-ahead: the head's lease is the stream's (work_runs.cpp).
     " ORDER BY w.scheduled_for LIMIT $4"
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID, INT4OID});
@@ -322,13 +313,31 @@ std::vector<Pick> take_stream_heads(const Claim& c, int room, std::vector<Head>&
         if (ids.empty()) break;
         uint64 rows = lock_heads_plan[c.source].execute(
             {uuid_array(ids), text_array(consumers), TimestampTzGetDatum(c.now), Int32GetDatum(want)});
+        std::vector<Pick> locked;
+        std::vector<Head> locked_heads;
+        std::vector<RunAfter> lapsed;  // heads taken over from a holder whose lease lapsed
+        std::vector<std::size_t> lapsed_at;
         for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
+            bool isnull = false, no_token = false;
             Pick p = pick_from_row(r);
             taken.emplace(p.id, p.consumer);
-            if (c.max_per_stream > 1)
-                heads.push_back({p.consumer, uuid_from_datum(spi_value(r, 4, &isnull)), DatumGetInt64(spi_value(r, 5, &isnull))});
-            picks.push_back(std::move(p));
+            Head h{p.consumer, uuid_from_datum(spi_value(r, 4, &isnull)), DatumGetInt64(spi_value(r, 5, &isnull))};
+            Datum old_token = spi_value(r, 6, &no_token);
+            if (!no_token) {
+                lapsed.push_back({h.consumer, h.stream, h.seq, DatumGetInt64(old_token)});
+                lapsed_at.push_back(locked.size());
+            }
+            locked_heads.push_back(std::move(h));
+            locked.push_back(std::move(p));
+        }
+        // The old holder's run ends here, or the head is not handed out this time: a row of that
+        // run is being completed right now, and it must not end up done ahead of the head.
+        std::vector<char> keep(locked.size(), 1);
+        for (std::size_t k : end_runs(c.source, lapsed, false)) keep[lapsed_at[k]] = 0;
+        for (std::size_t i = 0; i < locked.size(); ++i) {
+            if (!keep[i]) continue;
+            if (c.max_per_stream > 1) heads.push_back(std::move(locked_heads[i]));
+            picks.push_back(std::move(locked[i]));
         }
         if (static_cast<int>(found.size()) < wanted) break;  // every stream was looked at
     }

@@ -51,6 +51,20 @@ private:
     CachedPlan plans_[2];
 };
 
+// The rows of a stream after `seq` that carry `token`: the rest of one holder's run
+// (work_runs.cpp explains the invariant this keeps).
+struct RunAfter {
+    std::string consumer;
+    core::Uuid stream{};
+    int64_t seq = 0;
+    int64_t token = 0;
+};
+
+// Voids each run's leases (refunding the delivery when `refund`), whole or not at all, without
+// waiting for a row lock; returns the indexes of the runs left as they were because a row of
+// theirs is locked by someone else right now.
+std::vector<std::size_t> end_runs(Source source, const std::vector<RunAfter>& runs, bool refund);
+
 // Moves work to wh_dead_letters with its message; a NULL error keeps the last one. The
 // outbox's work rows all have consumer ''.
 void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,

@@ -21,7 +21,7 @@ namespace whizbang::pg {
 namespace {
 
 WorkPlan lock_named_plan = WorkPlan::replanned(
-    "SELECT w.message_id, w.lease_token, w.attempts FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL"
     " ORDER BY w.message_id FOR UPDATE OF w",
@@ -74,6 +74,8 @@ WorkPlan release_plan(
 struct Row {
     std::optional<int64_t> token;
     int attempts = 0;
+    std::optional<core::Uuid> stream;
+    int64_t seq = 0;
 };
 
 // The arguments every one of these functions takes, and the rows they name, locked.
@@ -112,6 +114,12 @@ void lock_named(Named& n) {
         Row row;
         if (!token_null) row.token = DatumGetInt64(token);
         row.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
+        bool no_stream = false;
+        Datum stream = spi_value(r, 4, &no_stream);
+        if (!no_stream) {
+            row.stream = uuid_from_datum(stream);
+            row.seq = DatumGetInt64(spi_value(r, 5, &isnull));
+        }
         n.rows[id] = row;
     }
 }
@@ -126,6 +134,12 @@ const char* refusal(const Named& n, std::size_t i) {
     const std::optional<int64_t> given = (*n.tokens)[i];
     if (!given || !it->second.token || *given != *it->second.token) return "lease_lost";
     return nullptr;
+}
+
+// The rest of the caller's run in the row's stream, when the row was leased as part of one: the
+// rows behind a row that goes back to the queue wait for it (work_runs.cpp).
+void add_run_after(const Named& n, const Row& row, std::vector<RunAfter>& runs) {
+    if (row.stream && row.token) runs.push_back({n.consumer, *row.stream, row.seq, *row.token});
 }
 
 struct Outcome {
@@ -217,6 +231,7 @@ WB_FUNCTION(wb_fail_work) {
     std::vector<std::optional<std::string>> retry_errors;
     std::vector<std::string> dead_consumers;
     std::vector<std::optional<std::string>> dead_errors;
+    std::vector<RunAfter> runs;
     auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
         std::optional<std::string> error = errors ? (*errors)[i] : std::nullopt;
         const bool may_retry = !retryable || (*retryable)[i].value_or(true);
@@ -231,12 +246,14 @@ WB_FUNCTION(wb_fail_work) {
         retry_ids.push_back(n.ids[i]);
         retry_at.push_back(at);
         retry_errors.push_back(error);
+        add_run_after(n, row, runs);
         return Outcome{"retry_scheduled", at};
     });
     if (!retry_ids.empty())
         retry_plan[n.source].execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
                             nullable_text_array(retry_errors)});
     dead_letter(n.source, dead_ids, dead_consumers, dead_errors, n.now);
+    end_runs(n.source, runs, true);
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;
@@ -274,11 +291,14 @@ WB_FUNCTION(wb_release_work) {
     SpiConnection spi;
     lock_named(n);
     std::vector<core::Uuid> release;
-    auto outcomes = decide_all(n, true, [&](std::size_t i, Row&) {
+    std::vector<RunAfter> runs;
+    auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
         release.push_back(n.ids[i]);
+        add_run_after(n, row, runs);
         return Outcome{"released", std::nullopt};
     });
     if (!release.empty()) release_plan[n.source].execute({n.consumer_datum, uuid_array(release)});
+    end_runs(n.source, runs, true);
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;

@@ -8,7 +8,7 @@
 -- pg_temp.tok(label) is the lease token of that claim.
 -- Every section uses its own consumer, so claims only see that section's rows.
 BEGIN;
-SELECT plan(130);
+SELECT plan(157);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -562,6 +562,101 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT message_id FROM whizbang.wh_inbox_work WHERE consumer = 'debug'$$,
     $$VALUES (pg_temp.id(70))$$, 'debug off: the completed row is deleted; the debug leftover stays');
+
+-- ---------------------------------------------------------------------------------------
+-- One holder per stream: a lapsed run taken over, runs ended by fail and release, long runs
+-- ---------------------------------------------------------------------------------------
+
+-- Stream 20 (consumer 'lapse'): 80, 81, 82. A takes all three with a 10 s lease; it lapses;
+-- B takes only the head. A's tokens are then lost for every row of the stream.
+SELECT is(pg_temp.store('lapse', jsonb_build_array(pg_temp.msg(80, 20), pg_temp.msg(81, 20), pg_temp.msg(82, 20))),
+          3::bigint, 'lapse: three rows of one stream');
+SELECT results_eq($$SELECT * FROM pg_temp.claim('la', 1, '2030-01-01 00:00:01+00', 'lapse', p_lease_seconds => 10)$$,
+                  $$VALUES (pg_temp.id(80)), (pg_temp.id(81)), (pg_temp.id(82))$$, 'lapse: A holds the run');
+SELECT results_eq($$SELECT * FROM pg_temp.claim('lb', 2, '2030-01-01 00:00:30+00', 'lapse', p_max_rows => 1)$$,
+                  $$VALUES (pg_temp.id(80))$$, 'lapse: after the lease lapsed B takes the head');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(81)], ARRAY[pg_temp.tok('la')], 'lapse',
+                                                '2030-01-01 00:00:31+00')$$,
+    $$VALUES ('lease_lost')$$, 'lapse: A cannot complete row 81 ahead of the head B now holds');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.renew_leases('inbox', ARRAY[pg_temp.id(82)], ARRAY[pg_temp.tok('la')], 60, 'lapse',
+                                               '2030-01-01 00:00:31+00')$$,
+    $$VALUES ('lease_lost')$$, 'lapse: nor renew row 82');
+SELECT results_eq(
+    $$SELECT lease_token IS NULL, attempts FROM whizbang.wh_inbox_work WHERE consumer = 'lapse' AND message_id = pg_temp.id(81)$$,
+    $$VALUES (true, 1)$$, 'lapse: the rest of A''s run is unleased; A''s delivery still counts');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(80)], ARRAY[pg_temp.tok('lb')], 'lapse',
+                                                '2030-01-01 00:00:32+00')$$,
+    $$VALUES ('completed')$$, 'lapse: B completes the head');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(81)], ARRAY[pg_temp.tok('la')], 'lapse',
+                                                '2030-01-01 00:00:33+00')$$,
+    $$VALUES ('lease_lost')$$, 'lapse: A''s token stays lost after the head is done');
+SELECT results_eq($$SELECT * FROM pg_temp.claim('lc', 3, '2030-01-01 00:00:34+00', 'lapse')$$,
+                  $$VALUES (pg_temp.id(81)), (pg_temp.id(82))$$, 'lapse: the rest comes back after the head, in order');
+SELECT results_eq($$SELECT attempts FROM claims WHERE label = 'lc' ORDER BY ord$$, $$VALUES (2), (2)$$,
+                  'lapse: second delivery of each');
+
+-- Stream 21 (consumer 'endrun'): 83, 84, 85. Failing or releasing a row gives back the rows
+-- of the run behind it: they wait for it.
+SELECT is(pg_temp.store('endrun', jsonb_build_array(pg_temp.msg(83, 21), pg_temp.msg(84, 21), pg_temp.msg(85, 21))),
+          3::bigint, 'end of run: three rows of one stream');
+SELECT results_eq($$SELECT * FROM pg_temp.claim('ea', 1, '2030-01-01 00:00:01+00', 'endrun')$$,
+                  $$VALUES (pg_temp.id(83)), (pg_temp.id(84)), (pg_temp.id(85))$$, 'end of run: A holds the run');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.fail_work('inbox', ARRAY[pg_temp.id(84)], ARRAY['boom'], ARRAY[pg_temp.tok('ea')],
+                                            NULL, 'endrun', '2030-01-01 00:00:02+00')$$,
+    $$VALUES ('retry_scheduled')$$, 'end of run: A fails row 84');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(85), pg_temp.id(83)],
+                                                ARRAY[pg_temp.tok('ea'), pg_temp.tok('ea')], 'endrun',
+                                                '2030-01-01 00:00:03+00')$$,
+    $$VALUES ('lease_lost'), ('completed')$$,
+    'end of run: row 85 waits behind the failed 84 (lease_lost); the older 83 is still A''s');
+SELECT results_eq(
+    $$SELECT message_id, attempts, lease_token IS NULL FROM whizbang.wh_inbox_work WHERE consumer = 'endrun' ORDER BY stream_seq$$,
+    $$VALUES (pg_temp.id(84), 1, true), (pg_temp.id(85), 0, true)$$,
+    'end of run: 85 was given back with its delivery refunded');
+SELECT is_empty($$SELECT * FROM pg_temp.claim('eb', 2, '2030-01-01 00:00:04+00', 'endrun')$$,
+                'end of run: nothing before the retry of 84 is due');
+SELECT results_eq($$SELECT * FROM pg_temp.claim('ec', 2, '2030-01-01 01:00:00+00', 'endrun')$$,
+                  $$VALUES (pg_temp.id(84)), (pg_temp.id(85))$$, 'end of run: then 84 and 85, in order');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.release_work('inbox', ARRAY[pg_temp.id(84)], ARRAY[pg_temp.tok('ec')], 'endrun',
+                                               '2030-01-01 01:00:01+00')$$,
+    $$VALUES ('released')$$, 'end of run: B releases the head');
+SELECT results_eq($$SELECT * FROM pg_temp.claim('ed', 3, '2030-01-01 01:00:02+00', 'endrun')$$,
+                  $$VALUES (pg_temp.id(84)), (pg_temp.id(85))$$,
+                  'end of run: a release gives back the whole run at once');
+
+-- Stream 22 (consumer 'long'): a run of 2,000 rows, longer than any look-ahead.
+SELECT is(pg_temp.store('long', (SELECT jsonb_agg(pg_temp.msg(1000 + n, 22) ORDER BY n) FROM generate_series(1, 2000) n)),
+          2000::bigint, 'long run: 2,000 rows of one stream');
+SELECT is((SELECT count(*) FROM pg_temp.claim('na', 1, '2030-01-01 00:00:01+00', 'long', 2000, 2000)), 2000::bigint,
+          'long run: A takes all of it');
+SELECT results_eq(
+    $$SELECT count(*) FILTER (WHERE outcome = 'completed') FROM whizbang.complete_work('inbox',
+        (SELECT array_agg(pg_temp.id(1000 + n)) FROM generate_series(1, 1500) n),
+        (SELECT array_agg(pg_temp.tok('na')) FROM generate_series(1, 1500)), 'long', '2030-01-01 00:00:02+00')$$,
+    $$VALUES (1500::bigint)$$, 'long run: A completes the first 1,500');
+SELECT is_empty($$SELECT * FROM pg_temp.claim('nb', 2, '2030-01-01 00:00:03+00', 'long')$$,
+                'long run: 500 leased rows hold the stream against B');
+SELECT results_eq(
+    $$SELECT count(*) FILTER (WHERE outcome = 'released') FROM whizbang.release_work('inbox',
+        (SELECT array_agg(pg_temp.id(1000 + n)) FROM generate_series(1501, 1600) n),
+        (SELECT array_agg(pg_temp.tok('na')) FROM generate_series(1501, 1600)), 'long', '2030-01-01 00:00:04+00')$$,
+    $$VALUES (100::bigint)$$, 'long run: A releases the next 100');
+SELECT results_eq(
+    $$SELECT count(*) FILTER (WHERE lease_token IS NOT NULL) FROM whizbang.wh_inbox_work WHERE consumer = 'long'$$,
+    $$VALUES (0::bigint)$$, 'long run: and with them the 400 behind them');
+SELECT is((SELECT count(*) FROM pg_temp.claim('nc', 2, '2030-01-01 00:00:05+00', 'long', 1000, 1000)), 500::bigint,
+          'long run: B takes the stream whole');
+SELECT results_eq(
+    $$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(2900)], ARRAY[pg_temp.tok('na')], 'long',
+                                                '2030-01-01 00:00:06+00')$$,
+    $$VALUES ('lease_lost')$$, 'long run: A''s token is lost on the far end of the run too');
 
 SELECT * FROM finish();
 ROLLBACK;
