@@ -19,7 +19,9 @@ UNION ALL
 SELECT format('%s.%s %s %s %s', table_name, column_name, data_type, is_nullable, coalesce(collation_name, ''))
   FROM information_schema.columns WHERE table_schema = 'whizbang'
 UNION ALL
-SELECT format('%s(%s) -> %s', p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid))
+-- proconfig: the SET clauses (search_path, DESIGN §4) must arrive with an update too.
+SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_arguments(p.oid),
+              coalesce(pg_get_function_result(p.oid), 'procedure'), coalesce(array_to_string(p.proconfig, '; '), '-'))
   FROM pg_proc p WHERE p.pronamespace = 'whizbang'::regnamespace
 UNION ALL
 SELECT indexdef FROM pg_indexes WHERE schemaname = 'whizbang'
