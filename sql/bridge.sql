@@ -21,3 +21,19 @@ BEGIN
   END LOOP;
 END $$;
 SELECT whizbang._bridge_selftest('ok') AS leaked_objects;
+-- A C++ exception thrown inside a pg_call callback is rethrown after PG_END_TRY: it arrives
+-- whole, and PostgreSQL's error stack is sound for the errors that follow.
+SELECT whizbang._bridge_selftest('cpp_in_pg_call');
+SELECT whizbang._bridge_selftest('cpp_in_pg_call_caught');
+SELECT whizbang._bridge_selftest('nested_pg_error');
+SELECT 1 / 0;
+DO $$
+BEGIN
+  FOR i IN 1..1000 LOOP
+    BEGIN
+      PERFORM whizbang._bridge_selftest((ARRAY['cpp_in_pg_call', 'cpp_in_pg_call_caught', 'nested_pg_error'])[1 + i % 3]);
+    EXCEPTION WHEN division_by_zero OR invalid_parameter_value THEN NULL;
+    END;
+  END LOOP;
+END $$;
+SELECT whizbang._bridge_selftest('ok') AS leaked_objects;

@@ -1,3 +1,4 @@
+#include <cstring>
 #include <new>
 
 #include "core/error.h"
@@ -15,15 +16,29 @@ struct PendingError {
     char* message = nullptr;
     char* detail = nullptr;
     char* hint = nullptr;
+    // Where the message goes (truncated) when even a palloc of it fails: out of memory must
+    // still report what went wrong, not "unknown error".
+    char fallback[256] = {};
 };
 
-// Copies into the current memory context without ever raising (we are inside a catch block).
-char* copy_text(const std::string& s) {
-    if (s.empty()) return nullptr;
-    auto* out = static_cast<char*>(
-        MemoryContextAllocExtended(CurrentMemoryContext, s.size() + 1, MCXT_ALLOC_NO_OOM));
-    if (out) memcpy(out, s.c_str(), s.size() + 1);
-    return out;
+// Copies prefix + text into the current memory context. Called inside a catch block of a
+// noexcept function, so it must neither throw (no std::string: an allocation failure there
+// terminates the backend) nor raise (MCXT_ALLOC_NO_OOM returns NULL instead; HUGE lifts the
+// 1 GB request limit, whose check would raise). Falls back to `fallback`, or NULL without one.
+char* copy_text(const char* prefix, const char* text, char* fallback = nullptr, size_t fallback_size = 0) noexcept {
+    if (text == nullptr || (*text == '\0' && *prefix == '\0')) return nullptr;
+    const size_t prefix_len = strlen(prefix), text_len = strlen(text);
+    auto* out = static_cast<char*>(MemoryContextAllocExtended(CurrentMemoryContext, prefix_len + text_len + 1,
+                                                              MCXT_ALLOC_NO_OOM | MCXT_ALLOC_HUGE));
+    if (out) {
+        memcpy(out, prefix, prefix_len);
+        memcpy(out + prefix_len, text, text_len + 1);
+        return out;
+    }
+    if (fallback == nullptr || fallback_size == 0) return nullptr;
+    strlcpy(fallback, prefix, fallback_size);
+    strlcat(fallback, text, fallback_size);
+    return fallback;
 }
 
 int sqlstate_of(core::InputError::Kind kind) {
@@ -43,17 +58,17 @@ Datum call_body(FunctionCallInfo fcinfo, EntryBody body, PendingError* pending) 
         pending->postgres = e.data();
     } catch (const SqlError& e) {
         pending->sqlstate = e.sqlstate();
-        pending->message = copy_text(e.what());
-        pending->detail = copy_text(e.detail());
-        pending->hint = copy_text(e.hint());
+        pending->message = copy_text("", e.what(), pending->fallback, sizeof pending->fallback);
+        pending->detail = copy_text("", e.detail().c_str());
+        pending->hint = copy_text("", e.hint().c_str());
     } catch (const core::InputError& e) {
         pending->sqlstate = sqlstate_of(e.kind());
-        pending->message = copy_text(e.what());
+        pending->message = copy_text("", e.what(), pending->fallback, sizeof pending->fallback);
     } catch (const std::bad_alloc&) {
         pending->sqlstate = ERRCODE_OUT_OF_MEMORY;
     } catch (const std::exception& e) {
         pending->sqlstate = ERRCODE_INTERNAL_ERROR;
-        pending->message = copy_text(std::string("unexpected C++ exception: ") + e.what());
+        pending->message = copy_text("unexpected C++ exception: ", e.what(), pending->fallback, sizeof pending->fallback);
     } catch (...) {
         pending->sqlstate = ERRCODE_INTERNAL_ERROR;
     }

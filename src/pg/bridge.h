@@ -48,29 +48,52 @@ ErrorData* capture_pg_error(MemoryContext return_to);
 
 // Calls f(args...) and converts a PostgreSQL ERROR raised inside into PgError.
 // f must not hold C++ objects with destructors itself: it is the PostgreSQL side.
+//
+// A C++ exception thrown by f (a nested pg_call's PgError, a SqlError, bad_alloc) must not
+// unwind through PG_TRY: PG_END_TRY would never run, and PG_exception_stack and
+// error_context_stack would keep pointing into this dead frame, so the next ereport(ERROR)
+// would longjmp into it. It is caught inside the PG_TRY block, kept in an exception_ptr that
+// lives outside it (the exception object itself is on the C++ runtime's heap, so it survives the
+// sigsetjmp boundary), and rethrown once PG_END_TRY has restored both stacks.
 template <typename F, typename... Args>
 auto pg_call(F&& f, Args&&... args) -> decltype(f(std::forward<Args>(args)...)) {
     using Result = decltype(f(std::forward<Args>(args)...));
     MemoryContext caller_context = CurrentMemoryContext;
     ErrorData* volatile error = nullptr;
+    std::exception_ptr cpp_error;
+    std::exception_ptr* volatile cpp_error_slot = &cpp_error;  // written only on the non-longjmp path
     if constexpr (std::is_void_v<Result>) {
         PG_TRY();
-        { f(std::forward<Args>(args)...); }
+        {
+            try {
+                f(std::forward<Args>(args)...);
+            } catch (...) {
+                *cpp_error_slot = std::current_exception();
+            }
+        }
         PG_CATCH();
         { error = capture_pg_error(caller_context); }
         PG_END_TRY();
         if (error) throw PgError(error);
+        if (cpp_error) std::rethrow_exception(cpp_error);
     } else {
         // Result must be trivially copyable: it crosses a sigsetjmp boundary.
         static_assert(std::is_trivially_copyable_v<Result>, "pg_call returns plain values only");
         Result volatile_safe{};
         Result* volatile out = &volatile_safe;
         PG_TRY();
-        { *out = f(std::forward<Args>(args)...); }
+        {
+            try {
+                *out = f(std::forward<Args>(args)...);
+            } catch (...) {
+                *cpp_error_slot = std::current_exception();
+            }
+        }
         PG_CATCH();
         { error = capture_pg_error(caller_context); }
         PG_END_TRY();
         if (error) throw PgError(error);
+        if (cpp_error) std::rethrow_exception(cpp_error);
         return volatile_safe;
     }
 }

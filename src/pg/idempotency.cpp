@@ -168,7 +168,8 @@ std::optional<ReadKey> read_key(Datum scope, Datum key) {
     if (read_plan.execute({scope, key}) == 0) return std::nullopt;
     ReadKey r;
     bool isnull = false;
-    text* state = pg_call([&] { return DatumGetTextPP(spi_value(0, 1, &isnull)); });
+    Datum state_d = spi_value(0, 1, &isnull);  // not inside the pg_call below: spi_value has its own
+    text* state = pg_call([&] { return DatumGetTextPP(state_d); });
     r.record.state = (VARSIZE_ANY_EXHDR(state) == 9 && memcmp(VARDATA_ANY(state), "completed", 9) == 0)
                          ? core::KeyState::completed
                          : core::KeyState::in_progress;

@@ -2,7 +2,7 @@
 -- every error mode arrives as a clean SQL error with its SQLSTATE (and DETAIL / HINT), C++
 -- destructors run ('ok' counts leaked tracked objects: 0), and the backend survives.
 BEGIN;
-SELECT plan(42);
+SELECT plan(50);
 
 CREATE TEMP TABLE wb_backend AS SELECT pg_backend_pid() AS pid;
 
@@ -70,6 +70,20 @@ SELECT throws_ok($$SELECT whizbang._bridge_selftest('pg_error')$$, '22012', 'div
                  'pg_error: PostgreSQL''s own error inside the guarded call arrives unchanged (22012)');
 SELECT is(whizbang._bridge_selftest('ok'), 0::bigint, 'ok after pg_error: destructors ran');
 
+-- A C++ exception thrown inside a pg_call callback is caught inside PG_TRY and rethrown after
+-- PG_END_TRY: PostgreSQL's error stack never points at the dead frame (else the next error
+-- would jump into it and crash the backend).
+SELECT is(pg_temp.error_of($$SELECT whizbang._bridge_selftest('cpp_in_pg_call')$$),
+          ARRAY['22023', 'bridge self-test: C++ error inside pg_call', 'detail', 'hint'],
+          'cpp_in_pg_call: a SqlError thrown inside a pg_call callback arrives whole (22023, detail, hint)');
+SELECT is((pg_temp.error_of($$SELECT whizbang._bridge_selftest('cpp_in_pg_call_caught')$$))[1:2],
+          ARRAY['22012', 'division by zero'],
+          'cpp_in_pg_call_caught: error stacks restored after an exception left a pg_call; the next PostgreSQL error arrives normally');
+SELECT throws_ok($$SELECT whizbang._bridge_selftest('nested_pg_error')$$, '22012', 'division by zero',
+                 'nested_pg_error: a PostgreSQL error in a pg_call inside a pg_call arrives unchanged');
+SELECT throws_ok($$SELECT 1 / 0$$, '22012', NULL, 'a plain PostgreSQL error after them is caught normally');
+SELECT is(whizbang._bridge_selftest('ok'), 0::bigint, 'ok after the pg_call modes: destructors ran');
+
 SELECT throws_ok($$SELECT whizbang._bridge_selftest('nope')$$, '22023', NULL, 'an unknown mode raises 22023');
 SELECT throws_ok($$SELECT whizbang._bridge_selftest('')$$, '22023', NULL, 'an empty mode raises 22023');
 SELECT throws_ok($$SELECT whizbang._bridge_selftest(NULL)$$, '22023', NULL, 'a NULL mode raises 22023');
@@ -84,6 +98,12 @@ SELECT is(whizbang._bridge_selftest('ok'), 0::bigint, 'ok after 5,000 caught err
 SELECT is(pg_temp.hammer(ARRAY['ok', 'cpp_error', 'ok', 'pg_error'], 4000), 2000,
           '4,000 calls alternating ok and errors: exactly the 2,000 error calls raise');
 SELECT is(whizbang._bridge_selftest('ok'), 0::bigint, 'ok after the mixed loop: no leaked object');
+
+SELECT is(pg_temp.hammer(ARRAY['cpp_in_pg_call', 'cpp_in_pg_call_caught', 'nested_pg_error'], 3000), 3000,
+          '3,000 calls throwing inside pg_call callbacks all raise, each caught by PL/pgSQL');
+SELECT is(whizbang._bridge_selftest('ok'), 0::bigint, 'ok after the pg_call loop: no leaked object');
+SELECT is((pg_temp.error_of($$SELECT whizbang.partition_of('00000000-0000-4000-8000-000000000001', 0)$$))[1],
+          '22023', 'a whizbang error after the pg_call loop still arrives with its SQLSTATE');
 
 -- An error after successful calls in the same statement.
 SELECT throws_ok($$SELECT whizbang._bridge_selftest(m) FROM (VALUES ('ok'), ('ok'), ('pg_error'), ('ok')) v(m)$$,
