@@ -275,8 +275,20 @@ void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size) {
         case Task::purge_processed: processed_batch(run, now, batch_size); break;
     }
     run.started = true;
+    ++run.batches;
     run.ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     pg_call([] { CHECK_FOR_INTERRUPTS(); });
+}
+
+bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
+    bool more = false;
+    SpiConnection spi;
+    for (int t = 0; t < kTaskCount; ++t) {
+        run_batch(static_cast<Task>(t), runs[t], now, batch_size);
+        more = more || !runs[t].done;
+    }
+    spi.finish();
+    return more;
 }
 
 }  // namespace whizbang::pg

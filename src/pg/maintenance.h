@@ -22,6 +22,7 @@ struct TaskRun {
     int64_t end_block = 0;     // purge_old_deduplication: the table's size when the run began
     int64_t rows_per_block = 0;
     int64_t rows = 0;          // rows affected so far
+    int64_t batches = 0;       // batches run so far (each in its own transaction outside perform_maintenance)
     double ms = 0;             // time spent so far
 };
 
@@ -30,5 +31,10 @@ struct TaskRun {
 // lock: when another transaction holds it, the run is marked skipped and done. Sets run.done
 // when nothing is left.
 void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size);
+
+// One batch of every unfinished task, in the current transaction, with its own SPI connection:
+// the unit of work the background worker and run_maintenance commit one at a time. Returns
+// whether any task is left.
+bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size);
 
 }  // namespace whizbang::pg

@@ -36,23 +36,16 @@ char* maintenance_databases = nullptr;
 
 constexpr int kRestartSeconds = 10;
 
-// Runs one batch of every task that is not done; returns whether any is left. Called through
-// the fmgr entry wrapper below, so its C++ objects unwind before an error is raised.
+// Where the current round's tasks are, across its transactions.
 TaskRun worker_runs[kTaskCount];
 
 }  // namespace
 
-// Internal, not in SQL: one batch of each unfinished task of the current round.
+// Internal, not in SQL: one batch of each unfinished task of the current round; returns whether
+// any is left. Called through the fmgr entry wrapper, so its C++ objects unwind before an error
+// is raised.
 WB_FUNCTION(wb_maintenance_worker_batch) {
-    const TimestampTz now = GetCurrentTimestamp();
-    bool more = false;
-    SpiConnection spi;
-    for (int t = 0; t < kTaskCount; ++t) {
-        run_batch(static_cast<Task>(t), worker_runs[t], now, maintenance_batch_size);
-        more = more || !worker_runs[t].done;
-    }
-    spi.finish();
-    PG_RETURN_BOOL(more);
+    PG_RETURN_BOOL(run_batches(worker_runs, GetCurrentTimestamp(), maintenance_batch_size));
 }
 
 namespace {
