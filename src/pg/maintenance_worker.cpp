@@ -6,6 +6,7 @@
 // A database where the extension is not installed (or is older than 0.4.0) is looked at again
 // each naptime and otherwise left alone. An error ends the worker; the postmaster starts it
 // again after bgw_restart_time, like any crashed-and-restarted worker.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -107,6 +108,17 @@ void run_round() {
     }
 }
 
+// Milliseconds until the next round is due: maintenance_naptime after the end of the last one
+// (0: now). The naptime is read at every wake-up, so a reload that changes it applies to the
+// wait in progress. A clock set back makes the worker wait one naptime, not the jump as well.
+long round_wait_ms(TimestampTz last_round_end) {
+    const long naptime_ms = static_cast<long>(maintenance_naptime) * 1000L;
+    const TimestampTz now = GetCurrentTimestamp();
+    const TimestampTz due = TimestampTzPlusMilliseconds(last_round_end, naptime_ms);
+    if (now >= due) return 0;
+    return std::min(naptime_ms, TimestampDifferenceMilliseconds(now, due));
+}
+
 }  // namespace
 
 void whizbang_maintenance_main(Datum arg) {
@@ -129,22 +141,33 @@ void whizbang_maintenance_main(Datum arg) {
     // SQL is qualified throughout, and nothing but pg_catalog is searched even so (DESIGN §4).
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
 
+    // The latch is set for many reasons besides a shutdown or a reload (a catalog change in any
+    // database, ...): a wake-up only recomputes how long is left. The first round comes one
+    // naptime after the worker starts, like every later one after the end of the previous: a
+    // server start (or a worker restarted after an error) does not purge at once.
+    TimestampTz last_round_end = GetCurrentTimestamp();
     for (;;) {
-        if (maintenance_installed()) run_round();
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                        static_cast<long>(maintenance_naptime) * 1000L, PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
         CHECK_FOR_INTERRUPTS();
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
         }
+        const long wait_ms = round_wait_ms(last_round_end);
+        if (wait_ms > 0) {
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, wait_ms, PG_WAIT_EXTENSION);
+            ResetLatch(MyLatch);
+            continue;
+        }
+        if (maintenance_installed()) run_round();
+        last_round_end = GetCurrentTimestamp();
     }
 }
 
 void _PG_init(void) {
     DefineCustomIntVariable("whizbang.maintenance_naptime",
-                            "Seconds between two maintenance rounds of the background worker.", nullptr,
+                            "Seconds from the end of one maintenance round of the background worker (or from its start) "
+                            "to the next round.",
+                            nullptr,
                             &maintenance_naptime, 60, 1, 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
     DefineCustomIntVariable("whizbang.maintenance_batch_size",
                             "Rows per batch (and per transaction) of the background worker's maintenance.", nullptr,

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The background scheduler (DESIGN §3.6). Three throw-away clusters:
+# The background scheduler (DESIGN §3.6). Four throw-away clusters:
 #   1. shared_preload_libraries = 'whizbang', whizbang.maintenance_databases = 'postgres, app'
 #      and whizbang.maintenance_naptime = 1s: expired dedup records, dead letters and idempotency
 #      tombstones disappear from both databases without any call, while recent records, a
 #      waiting message's record and its work stay; a database without the extension is left
 #      alone; the worker shows in pg_stat_activity; a changed naptime is taken on reload;
-#   2. whizbang preloaded, no maintenance_databases: no worker, nothing purged;
-#   3. not preloaded: no worker, nothing purged.
+#   2. naptime 1h: no round in the first 10 s, though reloads and catalog changes in another
+#      database keep waking the worker; a reload to 1s starts the round at once;
+#   3. whizbang preloaded, no maintenance_databases: no worker, nothing purged;
+#   4. not preloaded: no worker, nothing purged.
 # Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
 set -euo pipefail
 
@@ -17,33 +19,7 @@ source scripts/lib.sh  # wb_free_port
 source test/lib/checks.sh  # check_eq, FAILED
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 "$@"; }
 
-# Old rows (recorded in 2000), a recent one, and a message stored in 2000 still waiting.
-seed_rows() {  # database
-  q -d "$1" <<'SQL'
-CREATE EXTENSION IF NOT EXISTS whizbang;
-SELECT count(*) FROM whizbang.dedup_insert_many(
-    ARRAY(SELECT ('80000000-0000-4000-8000-' || lpad(to_hex(i), 12, '0'))::uuid FROM generate_series(1, 500) i),
-    'old', NULL, NULL, '2000-01-01 00:00:00+00');
-SELECT whizbang.dedup_insert('81000000-0000-4000-8000-000000000001', 'recent');
-SELECT count(*) FROM whizbang.store_inbox_messages('[{"MessageId": "82000000-0000-4000-8000-000000000001",
-    "HandlerName": "h", "MessageType": "t", "Envelope": {}}]', p_now => '2000-01-01 00:00:00+00', p_consumer => 'waiting');
-SELECT count(*) FROM whizbang.store_inbox_messages('[{"MessageId": "83000000-0000-4000-8000-000000000001",
-    "HandlerName": "h", "MessageType": "t", "Envelope": {}}]', p_now => '2000-01-01 00:00:00+00', p_consumer => 'dead');
-SELECT outcome FROM whizbang.fail_work('inbox', ARRAY['83000000-0000-4000-8000-000000000001'::uuid], ARRAY['x'], NULL,
-    ARRAY[false], 'dead', '2000-01-01 00:00:00+00');
-SELECT outcome FROM whizbang.idempotency_begin('s', 'k', p_now => '2000-01-01 00:00:00+00');
-SELECT whizbang.idempotency_complete('s', 'k', (SELECT token FROM whizbang.wh_idempotency_keys), '{}', p_now => '2000-01-01 00:00:00+00');
-SQL
-}
-# What is left: old dedup records, recent ones, waiting ones, dead letters, idempotency keys, waiting work.
-left() {  # database
-  q -d "$1" -c "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer IN ('old', 'dead'))
-                  || ' ' || (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'recent')
-                  || ' ' || (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'waiting')
-                  || ' ' || (SELECT count(*) FROM whizbang.wh_dead_letters)
-                  || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys)
-                  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_work)"
-}
+source test/lib/maintenance_rows.sh  # seed_rows, left
 wait_for() {  # database expected seconds
   local got="" i
   for ((i = 0; i < $3 * 5; i++)); do
@@ -93,6 +69,27 @@ case "${1:-}" in
     check_eq "after a reload with naptime 1h, the worker sleeps (the new old record stays)" "1 1 1 0 0 1" "$(left postgres)"
     exit $FAILED
     ;;
+  --long-naptime)
+    # Started with naptime 1h. Its latch is set again and again meanwhile (every reload does; a
+    # burst of catalog changes in another database signals it to catch up), and a wake-up is
+    # not a round: the first round is one naptime after the start.
+    seed_rows postgres >/dev/null
+    q -c "CREATE DATABASE other"
+    up() { q -c "SELECT coalesce(min(extract(epoch FROM now() - backend_start)), 0)::int FROM pg_stat_activity
+                  WHERE backend_type = 'whizbang maintenance'"; }
+    for ((i = 0; i < 60 && $(up) < 11; i++)); do
+      q -c "SELECT pg_reload_conf()" >/dev/null
+      q -d other -c "DO \$\$ BEGIN FOR i IN 1 .. 200 LOOP EXECUTE 'CREATE TABLE t' || i || ' (a int)'; END LOOP;
+                     FOR i IN 1 .. 200 LOOP EXECUTE 'DROP TABLE t' || i; END LOOP; END \$\$"
+      sleep 0.5
+    done
+    check_eq "the worker has been up 10 s or more ($i reloads and bursts of catalog changes)" "t" "$( (($(up) >= 10)) && echo t || echo f)"
+    check_eq "naptime 1h: nothing purged in the first 10 s, whatever wakes the worker" "501 1 1 1 1 1" "$(left postgres)"
+    q -c "ALTER SYSTEM SET whizbang.maintenance_naptime = '1s'" -c "SELECT pg_reload_conf()" >/dev/null
+    check_eq "a reload to naptime 1s applies to the wait in progress: purged within seconds" \
+      "0 1 1 0 0 1" "$(wait_for postgres "0 1 1 0 0 1" 10)"
+    exit $FAILED
+    ;;
   --idle)
     seed_rows postgres >/dev/null
     sleep 3
@@ -106,6 +103,9 @@ status=0
 pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o "shared_preload_libraries=whizbang" \
   -o "whizbang.maintenance_databases=postgres, app" -o "whizbang.maintenance_naptime=1" \
   bash "$self" --preloaded || status=1
+pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o "shared_preload_libraries=whizbang" \
+  -o "whizbang.maintenance_databases=postgres" -o "whizbang.maintenance_naptime=1h" \
+  bash "$self" --long-naptime || status=1
 pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o "shared_preload_libraries=whizbang" \
   bash "$self" --idle "preloaded without maintenance_databases" || status=1
 pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$self" --idle "not preloaded" || status=1
