@@ -8,6 +8,8 @@
 # "inbox_stress: PASS|FAIL ..." and exits non-zero on failure.
 #   STRESS_SEED=n         repeat a run's random choices (the seed is printed)
 #   STRESS_SABOTAGE=order|dup|lost|fence   misbehave on purpose: the run must FAIL
+# A second run uses 1 s leases and workers that stall past them (STRESS_LEASE_SECONDS,
+# STRESS_STALL_PCT), so streams are taken over from holders that then go on with old tokens.
 set -euo pipefail
 
 self=$(readlink -f "$0")
@@ -16,8 +18,14 @@ root=$(cd "$(dirname "$self")/../.." && pwd)
 source "$root/scripts/lib.sh"  # wb_free_port
 
 if [ "${1:-}" = "--in-cluster" ]; then
-    # $2: the program, $3: its output file
-    timeout -k 5 110 "$2" >"$3" 2>&1
+    # $2: the program, $3: its output file. Two runs, each in a database of its own: the
+    # default mix, then short leases with workers that stall past them and go on with their
+    # old tokens (takeovers of lapsed streams, DESIGN §3.4), with a smaller load.
+    timeout -k 5 110 "$2" >"$3" 2>&1 || exit
+    createdb stress_stall
+    echo "=== run 2: 1 s leases, 1% of rows preceded by a stall past the lease" >>"$3"
+    PGDATABASE=stress_stall STRESS_LEASE_SECONDS=1 STRESS_STALL_PCT=1 STRESS_MESSAGES=5000 \
+        timeout -k 5 110 "$2" >>"$3" 2>&1
     exit
 fi
 

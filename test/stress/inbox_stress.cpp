@@ -39,7 +39,8 @@
 //     each transaction saw as the last committed one is the previous effect. From the client's
 //     record of every claim / renewal / outcome: no row of a stream was handed out while a row
 //     of the same stream was held under another token, no row was handed out before its lease
-//     lapsed / its retry time, attempts count deliveries (release refunds one).
+//     lapsed / its retry time, attempts count deliveries (release refunds one). A failed or
+//     released row gives back the rest of its holder's run in the stream (refunded too).
 //  3. No duplicate processed: no redelivery created work; no complete_work answered
 //     'completed' for a message whose effect was already committed; no row was handed out
 //     again after a committed completion or dead-lettering; the crashed worker's late
@@ -94,6 +95,7 @@ struct Config {
     int streams = 200, messages = 20000, batch = 50;
     int redeliver_pct = 10;
     int lease_seconds = 2, max_attempts = 4;
+    int stall_pct = 0;  // % of rows before which a worker stalls past its lease without renewing
     double fail_p = 0.05, fatal_p = 0.01;
     int poison = 40, hang = 4, slow = 6;
     int max_per_stream = 0;  // 0: a random choice per claim
@@ -307,6 +309,7 @@ std::atomic<long> st_crashes{0}, st_crash_rows{0}, st_late_completed{0}, st_late
 std::atomic<long> st_max_attempts_seen{0};
 std::atomic<long long> st_claim_us{0}, st_empty_claim_us{0}, st_max_claim_us{0};
 std::atomic<long> st_claims_over_lease{0};
+std::atomic<long> st_stalls{0};
 std::mutex g_ev_mu;
 std::vector<ClaimEv> g_claims;
 std::vector<ResEv> g_res;
@@ -711,6 +714,13 @@ class Worker {
             handled[i] = 1;
             const Row& row = rows[i];
             const Msg& m = g_msgs[row.msg];
+            if (cfg.stall_pct > 0 && static_cast<int>(rng_() % 100) < cfg.stall_pct) {
+                // A stalled worker (a GC pause, a slow call): its lease lapses, another worker
+                // may take the stream over, and this one then goes on with its old tokens. Its
+                // completions must never land ahead of an older row of the stream.
+                ++st_stalls;
+                std::this_thread::sleep_for(std::chrono::milliseconds(cfg.lease_seconds * 1000 + 300));
+            }
             if (m.hang) {  // stuck on this message: its lease lapses, the rest of its stream is released
                 ++st_abandoned;
                 stop_stream(m.stream, i + 1);
@@ -947,6 +957,26 @@ EventCheck analyse_events() {
         l.final_us = r.now_us;
         l.sched_us = r.sched_us;
     }
+    // A row that goes back to the queue ends its holder's run behind it (DESIGN §3.4): when a
+    // row failed (R) or was released (L), the server gave back the later rows of its stream
+    // under the same token that had no outcome yet, at that moment, with their delivery refunded.
+    // The worker's own release of them then answers lease_lost, so they count as released here.
+    std::map<std::pair<int, long long>, std::vector<Lease*>> runs;  // (stream, token) -> leases
+    for (auto& [key, l] : leases) runs[{g_msgs[key.first].stream, key.second}].push_back(&l);
+    for (auto& [key, run] : runs) {
+        std::sort(run.begin(), run.end(), [](const Lease* a, const Lease* b) {
+            return g_msgs[a->claim->msg].seq < g_msgs[b->claim->msg].seq;
+        });
+        long long ended_at = -1;
+        for (Lease* l : run) {
+            if (ended_at >= 0 && l->kind == 0) {
+                l->kind = 'L';
+                l->final_us = ended_at;
+            } else if ((l->kind == 'R' || l->kind == 'L') && ended_at < 0) {
+                ended_at = l->final_us;
+            }
+        }
+    }
     auto kind_name = [](char k) { return k ? std::string(1, k) : std::string("none"); };
     // Claim times: claim_work compares leases and retry times with its p_now (exact), but it sees
     // an outcome (completed, failed, released) once that outcome has committed, which can be
@@ -1030,6 +1060,8 @@ int main() {
     cfg.sabotage = env_str("STRESS_SABOTAGE", "");
     cfg.max_per_stream = static_cast<int>(env_long("STRESS_MAX_PER_STREAM", 0));
     cfg.prelease = env_long("STRESS_PRELEASE", 1) != 0;
+    cfg.lease_seconds = static_cast<int>(env_long("STRESS_LEASE_SECONDS", cfg.lease_seconds));
+    cfg.stall_pct = static_cast<int>(env_long("STRESS_STALL_PCT", 0));
     // Nothing may keep the run from ending: a hung connection is a failure, not a hang of CI.
     std::thread([] {
         std::this_thread::sleep_for(std::chrono::seconds(cfg.work_limit_s + 30));
@@ -1260,6 +1292,7 @@ int main() {
                 " deliveries %ld), abandoned (hang) %ld, released %ld (lease_lost %ld)\n",
                 g_completed.load(), st_retry.load(), g_dead_by_fail.load(), st_fatal.load(), st_poison_fail.load(),
                 st_abandoned.load(), st_released.load(), st_release_lost.load());
+    if (cfg.stall_pct > 0) std::printf("  stalls past the lease (no renewal): %ld\n", st_stalls.load());
     std::printf("  leases:   slow deliveries %ld, renew calls %ld (renewed %ld, lost %ld); complete lease_lost %ld, not_found %ld; fail"
                 " lease_lost %ld, not_found %ld; stale deliveries whose effect existed (rolled back) %ld\n",
                 st_slow.load(), st_renew_calls.load(), st_renewed.load(), st_renew_lost.load(), st_complete_lost.load(),
