@@ -304,12 +304,44 @@ WB_FUNCTION(wb_release_work) {
     return (Datum)0;
 }
 
+namespace whizbang::pg {
+namespace {
+
+// The named outbox rows, locked in message id order before the statement changes any: an
+// uncorrelated ARRAY sub-select is an init plan, run to its end before the outer scan returns
+// its first row. The outer scan alone would lock them in the order it meets them, which is the
+// physical order when the planner picks a sequential or bitmap scan (a small or a large outbox)
+// and deadlocks with complete_work's id-ordered lock pass
+// (test/isolation/specs/outbox_complete_published_no_deadlock.spec).
+const std::string outbox_ids_locked =
+    "ARRAY(SELECT l.message_id FROM whizbang.wh_outbox_work l"
+    "       WHERE l.consumer OPERATOR(pg_catalog.=) '' AND l.message_id OPERATOR(pg_catalog.=) ANY ($1)"
+    "         AND l.processed_at IS NULL"
+    "       ORDER BY l.message_id FOR UPDATE OF l)";
+
+CachedPlan delete_published_plan(
+    "WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
+    "            WHERE w.consumer OPERATOR(pg_catalog.=) '' AND w.processed_at IS NULL"
+    "              AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")"
+    "           RETURNING w.message_id)"
+    "DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id",
+    {UUIDARRAYOID});
+
+CachedPlan mark_published_plan(
+    "UPDATE whizbang.wh_outbox_work w SET processed_at = $2, lease_instance = NULL, lease_token = NULL,"
+    "  lease_expiry = NULL"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) '' AND w.processed_at IS NULL"
+    "   AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")",
+    {UUIDARRAYOID, TIMESTAMPTZOID});
+
+}  // namespace
+}  // namespace whizbang::pg
+
 // complete_outbox_published(p_ids uuid[], p_debug_mode boolean) RETURNS int — the seed's
 // contract: the published rows leave the outbox (debug mode, or the debug_mode setting: they
 // are marked processed and kept), and the count of rows that did is returned. No lease check:
-// ids that are unknown, NULL, repeated or already completed are no-ops. No locking pass either:
-// with no token to compare there is nothing to decide before the one statement; the ids are
-// sorted, so the statement meets overlapping completions' rows in one order.
+// ids that are unknown, NULL, repeated or already completed are no-ops. One statement, which
+// locks the rows in id order first, as every other call that changes work rows does.
 WB_FUNCTION(wb_complete_outbox_published) {
     std::vector<core::Uuid> ids = uuid_array_arg(fcinfo, 0, "p_ids", false, true).value_or(std::vector<core::Uuid>{});
     const bool debug_arg = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
@@ -317,12 +349,10 @@ WB_FUNCTION(wb_complete_outbox_published) {
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) PG_RETURN_INT32(0);
     SpiConnection spi;
-    const Source outbox = Source::outbox;
-    Datum consumer = text_datum("");
     uint64 done = (debug_arg || setting_bool("debug_mode"))
-                      ? mark_done_plan[outbox].execute({consumer, uuid_array(ids),
-                                                        TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())})
-                      : delete_done_plans[static_cast<int>(outbox)].execute({consumer, uuid_array(ids)});
+                      ? mark_published_plan.execute(
+                            {uuid_array(ids), TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())})
+                      : delete_published_plan.execute({uuid_array(ids)});
     spi.finish();
     PG_RETURN_INT32(static_cast<int32>(done));
 }
