@@ -662,3 +662,23 @@ ALTER FUNCTION whizbang.store_outbox_messages(jsonb, uuid, timestamptz, timestam
 ALTER FUNCTION whizbang.complete_outbox_published(uuid[], boolean) SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION whizbang.perform_maintenance(timestamptz, integer) SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION whizbang.stats() SET search_path = pg_catalog, pg_temp;
+
+-- ---------------------------------------------------------------------------------------
+-- run_maintenance: perform_maintenance's tasks, committing after every batch (issue 10, item 7)
+-- ---------------------------------------------------------------------------------------
+-- perform_maintenance runs every batch in the caller's transaction, which holds its row locks
+-- and the xmin horizon to the end. CALLed outside a transaction block (pg_cron does), this
+-- procedure commits after every batch, like the background worker. It has no SET search_path
+-- clause on purpose: PostgreSQL forbids COMMIT in a procedure that has one; it sets
+-- search_path = pg_catalog, pg_temp itself in each of its transactions
+-- (src/pg/maintenance_procedure.cpp).
+CREATE PROCEDURE whizbang.run_maintenance(
+    p_now timestamptz DEFAULT pg_catalog.now(),
+    p_batch_size integer DEFAULT 10000)
+    AS 'MODULE_PATHNAME', 'wb_run_maintenance' LANGUAGE C;
+
+COMMENT ON PROCEDURE whizbang.run_maintenance(timestamptz, integer) IS
+    'perform_maintenance''s four tasks, committing after every batch; CALL it outside a transaction block. '
+    'Reports one NOTICE per task: ok or skipped, rows affected, batches, milliseconds.';
+
+REVOKE ALL ON PROCEDURE whizbang.run_maintenance(timestamptz, integer) FROM PUBLIC;

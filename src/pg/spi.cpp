@@ -25,9 +25,10 @@ uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) 
     });
 }
 
-SpiConnection::SpiConnection() {
-    pg_call([] {
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+SpiConnection::SpiConnection(bool nonatomic) {
+    pg_call([nonatomic] {
+        if (SPI_connect_ext(nonatomic ? SPI_OPT_NONATOMIC : 0) != SPI_OK_CONNECT)
+            elog(ERROR, "whizbang: SPI_connect failed");
     });
     open_ = true;
 }
@@ -41,6 +42,10 @@ void SpiConnection::finish() {
     if (!open_) return;
     open_ = false;
     pg_call([] { SPI_finish(); });
+}
+
+void SpiConnection::commit() {
+    pg_call([] { SPI_commit(); });
 }
 
 void spi_rows_to_result(ReturnSetInfo* rsinfo, uint64 rows) {

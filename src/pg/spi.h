@@ -39,11 +39,15 @@ private:
 // cleans SPI up, so the destructor only finishes a connection that is still open.
 class SpiConnection {
 public:
-    SpiConnection();
+    // `nonatomic`: the connection of a procedure CALLed where it may end transactions (its
+    // CallContext says so), for commit().
+    explicit SpiConnection(bool nonatomic = false);
     ~SpiConnection();
     SpiConnection(const SpiConnection&) = delete;
     SpiConnection& operator=(const SpiConnection&) = delete;
     void finish();
+    // Commits the current transaction and starts the next (nonatomic connections only).
+    void commit();
 
 private:
     bool open_ = false;
