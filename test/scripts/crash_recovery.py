@@ -160,7 +160,10 @@ def worker(notes, stop, seed, p_now=None):
             if back:
                 notes.event("completed message handed out again", len(back))
 
-        conn = transaction(conn, notes, claim, claim_acked, lambda _: None)
+        acked = []
+        conn = transaction(conn, notes, claim, lambda rows: (acked.append(True), claim_acked(rows)), lambda _: None)
+        if not acked:
+            claimed = []  # a claim whose COMMIT failed may not hold anything: nothing to finish
         if not claimed:
             if p_now is not None:
                 return conn.close()  # drained
@@ -191,7 +194,8 @@ def worker(notes, stop, seed, p_now=None):
                 with notes.lock:
                     for src, x, got, want in outcomes:
                         if got != want:
-                            notes.events["fresh claim not " + want] = notes.events.get("fresh claim not " + want, 0) + 1
+                            name = "fresh claim not %s: %s%s" % (want, got, " (after crash)" if notes.after_crash else "")
+                            notes.events[name] = notes.events.get(name, 0) + 1
                         elif want == "completed":
                             if acked and x in notes.completed_ids:
                                 notes.events["completed twice"] = notes.events.get("completed twice", 0) + 1

@@ -117,10 +117,10 @@ if [ "${1:-}" = "--in-cluster" ]; then
        AND NOT EXISTS (SELECT FROM whizbang.wh_dead_letters d WHERE d.message_id = s.id)"
   check "drain: no work is left" \
     "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox_work) AND NOT EXISTS (SELECT FROM whizbang.wh_outbox_work)"
-  check "drain: no completed message was handed out again, none completed twice" \
+  check "drain: no completed message was handed out again, none completed twice, every claim completed" \
     "SELECT coalesce(sum(n), 0) = 0 FROM crash_client.events
-      WHERE name IN ('completed message handed out again', 'completed twice', 'fresh claim not completed',
-                     'fresh claim not dead_lettered')"
+      WHERE phase = '3-drain' AND (name IN ('completed message handed out again', 'completed twice')
+                                   OR name LIKE 'fresh claim not %')"
   exit "$FAILED"
 fi
 
