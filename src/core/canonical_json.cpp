@@ -11,11 +11,11 @@
 #include <utility>
 
 #include "error.h"
+#include "excerpt.h"
 
 namespace whizbang::core {
 namespace {
 
-constexpr std::size_t kMaxDepth = 10000;
 constexpr std::int64_t kMaxExponent = 100000;
 
 [[noreturn]] void fail_json(std::size_t at, const std::string& what) {
@@ -222,9 +222,9 @@ private:
         switch (c) {
             case '{':
             case '[': {
-                if (open_.size() >= kMaxDepth) {
+                if (open_.size() >= kMaxJsonDepth) {
                     throw InputError(InputError::Kind::limit_exceeded,
-                                     "JSON nesting deeper than " + std::to_string(kMaxDepth) + " levels at byte " +
+                                     "JSON nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels at byte " +
                                          std::to_string(pos_));
                 }
                 ++pos_;
@@ -463,8 +463,8 @@ std::vector<std::string> split_dotted_path(std::string_view path) {
         const std::size_t dot = path.find('.', start);
         const std::size_t end = dot == std::string_view::npos ? path.size() : dot;
         if (end == start) {
-            throw InputError(InputError::Kind::invalid_parameter, "ignore path \"" + std::string(path) +
-                                                                      "\" has an empty segment at byte " +
+            throw InputError(InputError::Kind::invalid_parameter, "ignore path " + quoted_excerpt(path) +
+                                                                      " has an empty segment at byte " +
                                                                       std::to_string(start));
         }
         segments.emplace_back(path.substr(start, end - start));

@@ -15,6 +15,10 @@
 
 namespace whizbang::core {
 
+// The deepest nesting of arrays and objects accepted, here and for every jsonb a whizbang
+// function reads (envelopes, fingerprints): deeper input is refused with limit_exceeded (54000).
+constexpr std::size_t kMaxJsonDepth = 10000;
+
 // One ignore path in dotted form ("meta.traceId", "items.0.note"), split into segments.
 // Throws InputError(invalid_parameter) for an empty path or an empty segment.
 std::vector<std::string> split_dotted_path(std::string_view path);

@@ -1,6 +1,7 @@
 #include "idempotency.h"
 
 #include "error.h"
+#include "excerpt.h"
 
 namespace whizbang::core {
 
@@ -29,7 +30,7 @@ void require_result_ttl_in_bounds(std::int64_t ttl_us, const TtlPolicy& policy, 
     require_positive_ttl(ttl_us, "result TTL");
     if (ttl_us < policy.min_result_us || ttl_us > policy.max_result_us)
         throw InputError(InputError::Kind::invalid_parameter,
-                         "result TTL " + seconds_text(ttl_us) + " is outside the policy of scope \"" + scope + "\": [" +
+                         "result TTL " + seconds_text(ttl_us) + " is outside the policy of scope " + quoted_excerpt(scope) + ": [" +
                              seconds_text(policy.min_result_us) + ", " + seconds_text(policy.max_result_us) + "]");
 }
 

@@ -1,6 +1,8 @@
 #include <cstring>
 
+#include "core/canonical_json.h"
 #include "pg/args.h"
+#include "pg/memory.h"
 
 namespace whizbang::pg {
 
@@ -14,17 +16,7 @@ struct Elements {
 
 // Deconstructs a one-dimensional array of `element_type`.
 Elements deconstruct(FunctionCallInfo fcinfo, int argno, const char* name, Oid element_type) {
-    ArrayType* array = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(argno); });
-    if (ARR_NDIM(array) > 1)
-        throw SqlError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, std::string(name) + " must be a one-dimensional array");
-    if (ARR_ELEMTYPE(array) != element_type)
-        throw SqlError(ERRCODE_DATATYPE_MISMATCH, std::string(name) + " has the wrong element type");
-    int count = ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array));
-    if (static_cast<std::size_t>(count) > kMaxBatchElements)
-        throw SqlError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
-                       std::string(name) + " has " + std::to_string(count) + " elements, more than the limit of " +
-                           std::to_string(kMaxBatchElements) + " per call",
-                       {}, "Split the batch into several calls.");
+    ArrayType* array = array_arg(fcinfo, argno, name, element_type);
     Elements out;
     int16 typlen;
     bool typbyval;
@@ -42,6 +34,23 @@ Elements deconstruct(FunctionCallInfo fcinfo, int argno, const char* name, Oid e
 }
 
 }  // namespace
+
+ArrayType* array_arg(FunctionCallInfo fcinfo, int argno, const char* name, Oid element_type) {
+    ArrayType* array = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(argno); });
+    if (ARR_NDIM(array) > 1)
+        throw SqlError(ERRCODE_ARRAY_SUBSCRIPT_ERROR, std::string(name) + " must be a one-dimensional array",
+                       "It has " + std::to_string(ARR_NDIM(array)) + " dimensions.");
+    if (ARR_ELEMTYPE(array) != element_type)
+        throw SqlError(ERRCODE_DATATYPE_MISMATCH, std::string(name) + " has the wrong element type");
+    const int count = pg_call([&] { return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)); });
+    if (static_cast<std::size_t>(count) > kMaxBatchElements)
+        throw SqlError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                       std::string(name) + " has " + std::to_string(count) + " elements, more than the limit of " +
+                           std::to_string(kMaxBatchElements) + " per call",
+                       {}, "Split the batch into several calls.");
+    note_batch(static_cast<std::size_t>(count), VARSIZE_ANY(array));  // a big one trims at transaction end
+    return array;
+}
 
 core::Uuid uuid_from_datum(Datum d) {
     core::Uuid u;
@@ -180,12 +189,51 @@ TimestampTz add_to_timestamp(TimestampTz base, int64_t us, const char* what) {
     return out;
 }
 
+TimestampTz lease_expiry_arg(FunctionCallInfo fcinfo, int argno, TimestampTz now, int64_t default_us, bool leased) {
+    if (PG_ARGISNULL(argno)) return add_to_timestamp(now, default_us, "p_now + the default lease");
+    TimestampTz expiry = timestamptz_arg(fcinfo, argno, "p_lease_expiry");
+    if (leased && expiry <= now)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_lease_expiry must be later than p_now",
+                       {}, "Omit p_lease_expiry for a lease of " + std::to_string(default_us / USECS_PER_SEC) +
+                           " seconds, or give a time in the future.");
+    return expiry;
+}
+
+bool json_too_deep(JsonbContainer* container, std::size_t bytes) {
+    // Every level but the innermost is at least a container header and the JEntry of its
+    // child, 8 bytes; the innermost at least a header, 4. So nesting kMaxJsonDepth + 1 deep
+    // takes at least 8 * kMaxJsonDepth + 4 bytes.
+    if (bytes < 8 * core::kMaxJsonDepth + 4) return false;
+    return pg_call([container] {
+        JsonbIterator* it = JsonbIteratorInit(container);
+        JsonbValue v;
+        std::size_t depth = 0;
+        JsonbIteratorToken token;
+        while ((token = JsonbIteratorNext(&it, &v, false)) != WJB_DONE) {
+            if (token == WJB_BEGIN_ARRAY || token == WJB_BEGIN_OBJECT) {
+                if (++depth > core::kMaxJsonDepth) return true;
+            } else if (token == WJB_END_ARRAY || token == WJB_END_OBJECT) {
+                --depth;
+            }
+        }
+        return false;
+    });
+}
+
+void json_too_deep_error(const std::string& what) {
+    throw SqlError(ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                   what + " nests arrays and objects deeper than " + std::to_string(core::kMaxJsonDepth) + " levels",
+                   {}, "whizbang reads JSON nested at most " + std::to_string(core::kMaxJsonDepth) + " levels deep.");
+}
+
 void require_same_length(std::size_t expected, const char* leading, std::size_t actual, const char* name) {
     if (expected != actual)
         throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
                        std::string(name) + " has " + std::to_string(actual) + " elements but " + leading + " has " +
                            std::to_string(expected),
-                       {}, "Array arguments of one call must have equal lengths.");
+                       {}, expected == 0 ? "Array arguments of one call must have equal lengths, and a NULL " +
+                                               std::string(leading) + " counts as empty."
+                                         : std::string("Array arguments of one call must have equal lengths."));
 }
 
 }  // namespace whizbang::pg

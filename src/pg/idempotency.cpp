@@ -242,6 +242,8 @@ WB_FUNCTION(wb_idempotency_begin) {
         // Every check happens here, before any row is written (the seed's middleware checks too late).
         core::TtlPolicy policy = load_policy(scope);
         int64_t lease_us = in_progress_ttl.value_or(policy.in_progress_us);
+        // The statements add the lease to p_now: an overflow there would not name the argument.
+        (void)add_to_timestamp(now, lease_us, "p_now + the in-progress TTL");
         int64_t result_ttl_us = result_ttl_arg.value_or(policy.default_result_us);
         core::require_result_ttl_in_bounds(result_ttl_us, policy, scope);
 
@@ -356,10 +358,19 @@ WB_FUNCTION(wb_idempotency_complete) {
     core::TtlPolicy policy = load_policy(scope);
     if (result_ttl) core::require_result_ttl_in_bounds(*result_ttl, policy, scope);
     const char nulls[] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' ', ' ', result_ttl ? ' ' : 'n', ' ', '\0'};
-    uint64 rows = complete_plan.execute({scope_d, key_d, Int64GetDatum(token), PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
-                                         TimestampTzGetDatum(now), result_ttl ? interval_datum(*result_ttl) : (Datum)0,
-                                         interval_datum(policy.tombstone_us)},
-                                        nulls);
+    uint64 rows = 0;
+    try {
+        rows = complete_plan.execute({scope_d, key_d, Int64GetDatum(token), PG_ARGISNULL(3) ? (Datum)0 : PG_GETARG_DATUM(3),
+                                      TimestampTzGetDatum(now), result_ttl ? interval_datum(*result_ttl) : (Datum)0,
+                                      interval_datum(policy.tombstone_us)},
+                                     nulls);
+    } catch (const PgError& e) {
+        // The result TTL may be the one stored at begin, known only to the statement; its only
+        // timestamp arithmetic is on p_now, so an overflow there is p_now's.
+        if (e.data() == nullptr || e.data()->sqlerrcode != ERRCODE_DATETIME_VALUE_OUT_OF_RANGE) throw;
+        throw SqlError(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE,
+                       "p_now + the result TTL + the tombstone TTL is out of the timestamp range");
+    }
     spi.finish();
     return text_datum(rows == 1 ? "completed" : "complete_conflict");
 }

@@ -34,10 +34,9 @@ Datum bytea_datum(const unsigned char* data, std::size_t len) {
 WB_FUNCTION(wb_fingerprint) {
     if (PG_ARGISNULL(0)) PG_RETURN_NULL();
     auto paths = text_array_arg(fcinfo, 1, "p_ignore_paths");
-    char* json = pg_call([&] {
-        Jsonb* jb = PG_GETARG_JSONB_P(0);
-        return JsonbToCString(nullptr, &jb->root, VARSIZE(jb));
-    });
+    Jsonb* jb = pg_call([&] { return PG_GETARG_JSONB_P(0); });
+    if (json_too_deep(&jb->root, VARSIZE(jb))) json_too_deep_error("p_payload");
+    char* json = pg_call([&] { return JsonbToCString(nullptr, &jb->root, VARSIZE(jb)); });
     core::Sha256Digest digest = core::fingerprint(json, paths ? *paths : std::vector<std::string>{});
     return bytea_datum(digest.data(), digest.size());
 }

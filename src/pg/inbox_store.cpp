@@ -44,8 +44,7 @@ WB_FUNCTION(wb_store_inbox_messages) {
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
     o.partition_count = positive_int_arg(fcinfo, 4, "p_partition_count");
     o.consumer = consumer_arg(fcinfo, 5);
-    o.lease_expiry = PG_ARGISNULL(2) ? add_to_timestamp(o.now, kDefaultLeaseUs, "the lease expiry")
-                                     : timestamptz_arg(fcinfo, 2, "p_lease_expiry");
+    o.lease_expiry = lease_expiry_arg(fcinfo, 2, o.now, kDefaultLeaseUs, o.instance.has_value());
     // No fingerprints here (the seed's contract, and the hot ingest path): a message stored
     // this way is on record without one, so a later inbox_receive of its id is a duplicate.
     std::vector<Message> messages = parse_messages(fcinfo, Source::inbox, false);

@@ -2,50 +2,94 @@
 #include <cstring>
 
 #include "core/canonical_json.h"
+#include "core/field_names.h"
 #include "pg/args.h"
+#include "pg/memory.h"
 #include "pg/message_parse.h"
 
 namespace whizbang::pg {
 namespace {
 
+constexpr const char* kElementHint = "Elements are numbered from 0, as jsonb's -> operator numbers them.";
+
+// One element of p_messages while it is read.
+struct Element {
+    JsonbContainer* object;
+    std::size_t index;
+    const std::vector<std::string_view>* known;  // the fields of its kind (core/field_names.h)
+    std::size_t present = 0;                     // of those, how many it has (JSON null included)
+};
+
+std::string element_name(std::size_t index) { return "p_messages[" + std::to_string(index) + "]"; }
+
+// 22023 when the element has a key that is not one of its known fields but a near miss of one
+// (DESIGN §3.2): a typo must not be silently ignored (`ScheduleFor` would run the message at
+// once). Other unknown keys are ignored.
+void reject_near_misses(const Element& e) {
+    std::vector<std::string_view> keys;
+    pg_call([&] {
+        JsonbIterator* it = JsonbIteratorInit(e.object);
+        JsonbValue v;
+        JsonbIteratorToken token;
+        while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
+            if (token == WJB_KEY) keys.emplace_back(v.val.string.val, v.val.string.len);  // points into the jsonb
+    });
+    for (std::string_view key : keys) {
+        bool known = false;
+        for (std::string_view k : *e.known) known = known || k == key;
+        if (known) continue;
+        if (std::optional<std::string_view> meant = core::near_miss(key, *e.known))
+            throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
+                           element_name(e.index) + " has the unknown field " + core::quoted_excerpt(key), {},
+                           "Did you mean \"" + std::string(*meant) + "\"? " + kElementHint);
+    }
+}
+
 [[noreturn]] void bad_field(std::size_t index, const char* field, const std::string& what) {
-    throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
-                   "p_messages[" + std::to_string(index) + "]." + field + " " + what,
-                   {}, "Elements are numbered from 0, as jsonb's -> operator numbers them.");
+    throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, element_name(index) + "." + field + " " + what, {}, kElementHint);
+}
+
+// A required field is missing: when that is because of a misspelt key, say so instead.
+[[noreturn]] void missing_field(const Element& e, const char* field) {
+    reject_near_misses(e);
+    bad_field(e.index, field, "is required");
 }
 
 // The value of `field` in the element object, nullptr when absent or JSON null.
-JsonbValue* field_of(JsonbContainer* object, const char* field) {
-    return pg_call([&]() -> JsonbValue* {
-        JsonbValue* v = getKeyJsonValueFromContainer(object, field, static_cast<int>(strlen(field)), nullptr);
-        return (v == nullptr || v->type == jbvNull) ? nullptr : v;
+JsonbValue* field_of(Element& e, const char* field) {
+    JsonbValue* v = pg_call([&]() -> JsonbValue* {
+        return getKeyJsonValueFromContainer(e.object, field, static_cast<int>(strlen(field)), nullptr);
     });
+    if (v == nullptr) return nullptr;
+    ++e.present;
+    return v->type == jbvNull ? nullptr : v;
 }
 
-std::string string_field(JsonbContainer* object, std::size_t index, const char* field) {
-    JsonbValue* v = field_of(object, field);
-    if (v == nullptr) bad_field(index, field, "is required");
-    if (v->type != jbvString) bad_field(index, field, "must be a string");
-    if (v->val.string.len == 0) bad_field(index, field, "must not be empty");
+std::string string_field(Element& e, const char* field) {
+    JsonbValue* v = field_of(e, field);
+    if (v == nullptr) missing_field(e, field);
+    if (v->type != jbvString) bad_field(e.index, field, "must be a string");
+    if (v->val.string.len == 0) bad_field(e.index, field, "must not be empty");
     return std::string(v->val.string.val, v->val.string.len);
 }
 
-std::optional<core::Uuid> uuid_field(JsonbContainer* object, std::size_t index, const char* field, bool required) {
-    JsonbValue* v = field_of(object, field);
+std::optional<core::Uuid> uuid_field(Element& e, const char* field, bool required) {
+    JsonbValue* v = field_of(e, field);
     if (v == nullptr) {
-        if (required) bad_field(index, field, "is required");
+        if (required) missing_field(e, field);
         return std::nullopt;
     }
-    if (v->type != jbvString) bad_field(index, field, "must be a uuid string");
-    auto id = core::parse_uuid(std::string_view(v->val.string.val, v->val.string.len));
-    if (!id) bad_field(index, field, "is not a valid uuid: \"" + std::string(v->val.string.val, v->val.string.len) + "\"");
+    if (v->type != jbvString) bad_field(e.index, field, "must be a uuid string");
+    std::string_view text(v->val.string.val, v->val.string.len);
+    auto id = core::parse_uuid(text);
+    if (!id) bad_field(e.index, field, "is not a valid uuid: " + core::quoted_excerpt(text));
     return id;
 }
 
-std::optional<TimestampTz> timestamp_field(JsonbContainer* object, std::size_t index, const char* field) {
-    JsonbValue* v = field_of(object, field);
+std::optional<TimestampTz> timestamp_field(Element& e, const char* field) {
+    JsonbValue* v = field_of(e, field);
     if (v == nullptr) return std::nullopt;
-    if (v->type != jbvString) bad_field(index, field, "must be a timestamp string");
+    if (v->type != jbvString) bad_field(e.index, field, "must be a timestamp string");
     std::string text(v->val.string.val, v->val.string.len);
     TimestampTz ts;
     try {
@@ -54,15 +98,19 @@ std::optional<TimestampTz> timestamp_field(JsonbContainer* object, std::size_t i
                                                            ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
         });
     } catch (const PgError&) {
-        bad_field(index, field, "is not a valid timestamp: \"" + text + "\"");
+        bad_field(e.index, field, "is not a valid timestamp: " + core::quoted_excerpt(text));
     }
-    if (TIMESTAMP_NOT_FINITE(ts)) bad_field(index, field, "must be a finite timestamp");
+    if (TIMESTAMP_NOT_FINITE(ts)) bad_field(e.index, field, "must be a finite timestamp");
     return ts;
 }
 
-std::optional<Datum> jsonb_field(JsonbContainer* object, const char* field) {
-    JsonbValue* v = field_of(object, field);
+// A JSON value stored as jsonb, within the nesting limit every whizbang function applies
+// (inbox_receive fingerprints envelopes; the stores must not accept what it refuses).
+std::optional<Datum> jsonb_field(Element& e, const char* field) {
+    JsonbValue* v = field_of(e, field);
     if (v == nullptr) return std::nullopt;
+    if (v->type == jbvBinary && json_too_deep(v->val.binary.data, v->val.binary.len))
+        json_too_deep_error(element_name(e.index) + "." + field);
     return pg_call([&] { return PointerGetDatum(JsonbValueToJsonb(v)); });
 }
 
@@ -79,29 +127,33 @@ std::vector<Message> parse_messages(FunctionCallInfo fcinfo, Source source, bool
                        "p_messages has " + std::to_string(count) + " elements, more than the limit of " +
                            std::to_string(kMaxBatchElements) + " per call",
                        {}, "Split the batch into several calls.");
+    note_batch(count, VARSIZE(batch));  // a big batch trims at transaction end (pg/memory.h)
+    const std::vector<std::string_view>& known = source == Source::inbox ? core::inbox_fields() : core::outbox_fields();
 
     std::vector<Message> messages(count);
     for (std::size_t i = 0; i < count; ++i) {
         JsonbValue* element = pg_call([&] { return getIthJsonbValueFromContainer(&batch->root, static_cast<uint32>(i)); });
         if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
-            throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_messages[" + std::to_string(i) + "] must be an object");
-        JsonbContainer* object = element->val.binary.data;
+            throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, element_name(i) + " must be an object");
+        Element e{element->val.binary.data, i, &known};
         Message& m = messages[i];
-        m.id = *uuid_field(object, i, "MessageId", true);
-        m.target = string_field(object, i, source == Source::inbox ? "HandlerName" : "Destination");
-        m.message_type = string_field(object, i, "MessageType");
-        std::optional<Datum> envelope = jsonb_field(object, "Envelope");
-        if (!envelope) bad_field(i, "Envelope", "is required");
+        m.id = *uuid_field(e, "MessageId", true);
+        m.target = string_field(e, source == Source::inbox ? "HandlerName" : "Destination");
+        m.message_type = string_field(e, "MessageType");
+        std::optional<Datum> envelope = jsonb_field(e, "Envelope");
+        if (!envelope) missing_field(e, "Envelope");
         m.envelope = *envelope;
-        m.metadata = jsonb_field(object, "Metadata");
-        m.scope = jsonb_field(object, "Scope");
-        m.stream_id = uuid_field(object, i, "StreamId", false);
-        if (JsonbValue* v = field_of(object, "IsEvent")) {
+        m.metadata = jsonb_field(e, "Metadata");
+        m.scope = jsonb_field(e, "Scope");
+        m.stream_id = uuid_field(e, "StreamId", false);
+        if (JsonbValue* v = field_of(e, "IsEvent")) {
             if (v->type != jbvBool) bad_field(i, "IsEvent", "must be true, false or null");
             m.is_event = v->val.boolean;
         }
-        if (source == Source::inbox) m.sent_at = timestamp_field(object, i, "SentAt");
-        m.scheduled_for = timestamp_field(object, i, "ScheduledFor");
+        if (source == Source::inbox) m.sent_at = timestamp_field(e, "SentAt");
+        m.scheduled_for = timestamp_field(e, "ScheduledFor");
+        // Every known field was looked up once: only an element with other keys is read again.
+        if (e.present != JsonContainerSize(e.object)) reject_near_misses(e);
         if (with_fingerprints) {
             char* text = pg_call([&] {
                 Jsonb* jb = DatumGetJsonbP(m.envelope);

@@ -25,9 +25,11 @@ struct Message {
 };
 
 // One Message per element, in input order. A missing required field, a wrong type or an invalid
-// value raises 22023 naming the element and the field; unknown fields are ignored. The inbox
-// reads HandlerName and SentAt, the outbox Destination. `with_fingerprints`: fingerprint each
-// Envelope (core::fingerprint).
+// value raises 22023 naming the element and the field (echoed values cut by quoted_excerpt);
+// unknown fields are ignored, except a near miss of a known one (core::near_miss: 22023 with a
+// hint naming it). Envelope, Metadata and Scope nesting deeper than core::kMaxJsonDepth is
+// 54000. The inbox reads HandlerName and SentAt, the outbox Destination. `with_fingerprints`:
+// fingerprint each Envelope (core::fingerprint).
 std::vector<Message> parse_messages(FunctionCallInfo fcinfo, Source source, bool with_fingerprints);
 
 }  // namespace whizbang::pg

@@ -17,8 +17,7 @@ WB_FUNCTION(wb_store_outbox_messages) {
     if (!PG_ARGISNULL(1)) o.instance = uuid_from_datum(PG_GETARG_DATUM(1));
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
     o.partition_count = positive_int_arg(fcinfo, 4, "p_partition_count");
-    o.lease_expiry = PG_ARGISNULL(2) ? add_to_timestamp(o.now, kDefaultLeaseUs, "the lease expiry")
-                                     : timestamptz_arg(fcinfo, 2, "p_lease_expiry");
+    o.lease_expiry = lease_expiry_arg(fcinfo, 2, o.now, kDefaultLeaseUs, o.instance.has_value());
     std::vector<Message> messages = parse_messages(fcinfo, Source::outbox, false);
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });

@@ -498,7 +498,7 @@ std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_
                            "Run ALTER EXTENSION whizbang UPDATE.");
         return Source::outbox;
     }
-    throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_source must be 'inbox' or 'outbox', got \"" + source + "\"");
+    throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_source must be 'inbox' or 'outbox', got " + core::quoted_excerpt(source));
 }
 
 bool outbox_installed() { return OidIsValid(work_table(Source::outbox)); }
@@ -551,15 +551,15 @@ WB_FUNCTION(wb_claim_work) {
     c.max_per_stream = positive_int_arg(fcinfo, 6, "p_max_per_stream");
     c.now = timestamptz_arg(fcinfo, 7, "p_now");
     std::optional<std::string> consumer;
-    if (!PG_ARGISNULL(8)) consumer = text_arg(fcinfo, 8, "p_consumer");
+    if (!PG_ARGISNULL(8)) consumer = consumer_arg(fcinfo, 8);
     if (!PG_ARGISNULL(4)) {
-        ArrayType* a = pg_call([&] { return PG_GETARG_ARRAYTYPE_P(4); });
+        ArrayType* a = array_arg(fcinfo, 4, "p_partitions", INT4OID);
         if (pg_call([&] { return array_contains_nulls(a); }))
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partitions must not contain nulls");
         c.partitions = PointerGetDatum(a);
         c.partitions_null = ' ';
     }
-    c.expiry = add_to_timestamp(c.now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "the lease expiry");
+    c.expiry = add_to_timestamp(c.now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "p_now + p_lease_seconds");
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);

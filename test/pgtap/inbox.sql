@@ -356,7 +356,7 @@ SELECT lives_ok(
         pg_temp.msg(71),
         pg_temp.msg(72, 9, '{"IsEvent": true, "Metadata": {"trace": "x"}, "Scope": {"tenant": "t1"},
                              "SentAt": "2029-12-31T23:00:00Z", "ScheduledFor": "2030-01-01T03:00:00+02:00",
-                             "Unknown": [1, 2], "messageid": "not even a uuid"}'),
+                             "Unknown": [1, 2], "traceid": "not even a uuid"}'),
         pg_temp.msg(73, NULL, '{"IsEvent": null, "Metadata": null, "Scope": null, "StreamId": null,
                                 "SentAt": null, "ScheduledFor": null}')),
         NULL, NULL, '2030-01-01 00:00:00+00', 16, 'fields')$$,

@@ -179,7 +179,8 @@ SELECT pg_temp.fails($$SELECT * FROM whizbang.store_inbox_messages(jsonb_build_a
 SELECT pg_temp.fails($$SELECT * FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(6, '{"Envelope": null}')))$$,
                      '22023', 'p_messages[0].Envelope %', 'store: Envelope JSON null');
 SELECT pg_temp.fails($$SELECT * FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(6, '{"messageId": "00000000-0000-4000-8000-000000000006"}') - 'MessageId'))$$,
-                     '22023', 'p_messages[0].MessageId %', 'store: field names are PascalCase (messageId is not MessageId)');
+                     '22023', 'p_messages[0] has the unknown field "messageId"',
+                     'store: field names are PascalCase (messageId is not MessageId, but a near miss of it)');
 SELECT pg_temp.fails($$SELECT * FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(6, '{"MessageId": 6}')))$$,
                      '22023', 'p_messages[0].MessageId %', 'store: MessageId a number');
 SELECT pg_temp.fails($$SELECT * FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(6, '{"MessageId": {"id": "00000000-0000-4000-8000-000000000006"}}')))$$,
