@@ -3,12 +3,17 @@
 -- Large batches are not bad input: 100,000 elements work, more than 1,000,000 are refused.
 --
 -- After every call, pg_temp.rows_written(n, ...) checks that the dedup table grew by exactly
--- n rows since the previous check (0 after every error), whatever the consumer.
+-- n rows since the previous check, whatever the consumer; after an error,
+-- pg_temp.wrote_nothing(...) checks that no whizbang table took any write since then, rolled
+-- back or not (pg_temp.writes() in lib/writes.sql: the error rolls back what the call wrote, so
+-- counting rows afterwards could not tell).
 BEGIN;
 SELECT plan(99);
 
+\ir lib/writes.sql
+
 CREATE TEMP TABLE wb_rowcount AS
-SELECT count(*) AS n FROM whizbang.wh_message_deduplication;
+SELECT count(*) AS n, pg_temp.writes() AS writes FROM whizbang.wh_message_deduplication;
 
 CREATE FUNCTION pg_temp.rows_written(p_expected bigint, p_description text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -18,8 +23,19 @@ DECLARE
 BEGIN
     SELECT count(*) INTO v_now FROM whizbang.wh_message_deduplication;
     SELECT n INTO v_before FROM wb_rowcount;
-    UPDATE wb_rowcount SET n = v_now;
+    UPDATE wb_rowcount SET n = v_now, writes = pg_temp.writes();
     RETURN is(v_now - v_before, p_expected, p_description);
+END
+$$;
+
+CREATE FUNCTION pg_temp.wrote_nothing(p_description text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_before text;
+BEGIN
+    SELECT writes INTO v_before FROM wb_rowcount;
+    UPDATE wb_rowcount SET n = (SELECT count(*) FROM whizbang.wh_message_deduplication), writes = pg_temp.writes();
+    RETURN is(pg_temp.writes(), v_before, p_description);
 END
 $$;
 
@@ -33,12 +49,12 @@ SELECT throws_ok(
 SELECT throws_like(
     $$SELECT whizbang.dedup_insert(NULL::uuid, 'bad_null_id')$$,
     '%p_message_id%', 'dedup_insert: the NULL p_message_id error names the parameter');
-SELECT pg_temp.rows_written(0, 'dedup_insert: NULL p_message_id wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: NULL p_message_id wrote nothing');
 
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert(p_message_id => NULL)$$,
     '22004', NULL, 'dedup_insert: NULL p_message_id in named notation raises 22004');
-SELECT pg_temp.rows_written(0, 'dedup_insert: named NULL p_message_id wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: named NULL p_message_id wrote nothing');
 
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', NULL)$$,
@@ -46,7 +62,7 @@ SELECT throws_ok(
 SELECT throws_like(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', NULL)$$,
     '%p_consumer%', 'dedup_insert: the NULL p_consumer error names the parameter');
-SELECT pg_temp.rows_written(0, 'dedup_insert: NULL p_consumer wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: NULL p_consumer wrote nothing');
 
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', 'bad_null_now', NULL, NULL, NULL)$$,
@@ -54,7 +70,7 @@ SELECT throws_ok(
 SELECT throws_like(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', 'bad_null_now', NULL, NULL, NULL)$$,
     '%p_now%', 'dedup_insert: the NULL p_now error names the parameter');
-SELECT pg_temp.rows_written(0, 'dedup_insert: NULL p_now wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: NULL p_now wrote nothing');
 
 -- p_fingerprint and p_sent_at are optional: NULL is not bad input.
 SELECT is(
@@ -74,17 +90,17 @@ SELECT pg_temp.rows_written(1, 'dedup_insert: NULL p_sent_at wrote one row');
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', 'bad_inf', NULL, NULL, 'infinity')$$,
     '22023', NULL, 'dedup_insert: p_now = infinity raises 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert: p_now = infinity wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: p_now = infinity wrote nothing');
 
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', 'bad_inf', NULL, NULL, '-infinity')$$,
     '22023', NULL, 'dedup_insert: p_now = -infinity raises 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert: p_now = -infinity wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: p_now = -infinity wrote nothing');
 
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001', repeat('c', 1025))$$,
     '22023', NULL, 'dedup_insert: a 1025-byte p_consumer raises 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert: a 1025-byte p_consumer wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: a 1025-byte p_consumer wrote nothing');
 
 -- The limit is in bytes: 513 two-byte characters (U+00E9, UTF-8 c3 a9) are 1026 bytes. The
 -- character is built from its bytes so the file also runs in a SQL_ASCII database.
@@ -92,7 +108,7 @@ SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001',
         repeat(convert_from('\xc3a9', current_setting('server_encoding')), 513))$$,
     '22023', NULL, 'dedup_insert: 513 two-byte characters (1026 bytes) in p_consumer raise 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert: a 1026-byte multibyte p_consumer wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: a 1026-byte multibyte p_consumer wrote nothing');
 
 SELECT is(
     whizbang.dedup_insert('00000000-0000-4000-8000-000000000004', repeat('c', 1024)),
@@ -106,7 +122,7 @@ SELECT pg_temp.rows_written(1, 'dedup_insert: the 1024-byte consumer wrote one r
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('not-a-uuid'::uuid, 'bad_type')$$,
     '22P02', NULL, 'dedup_insert: ''not-a-uuid''::uuid raises 22P02');
-SELECT pg_temp.rows_written(0, 'dedup_insert: a malformed uuid wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: a malformed uuid wrote nothing');
 
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert(42)$$,
@@ -117,7 +133,7 @@ SELECT throws_ok(
 SELECT throws_ok(
     $$SELECT whizbang.dedup_insert('00000000-0000-4000-8000-000000000001'::uuid, 'bad_type', NULL, 'yesterday-ish')$$,
     '22007', NULL, 'dedup_insert: a malformed p_sent_at literal raises 22007');
-SELECT pg_temp.rows_written(0, 'dedup_insert: wrong types wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert: wrong types wrote nothing');
 
 -- ---------------------------------------------------------------------------------------
 -- dedup_insert_many: NULLs
@@ -126,7 +142,7 @@ SELECT pg_temp.rows_written(0, 'dedup_insert: wrong types wrote nothing');
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(NULL::uuid[], 'bad_many')$$,
     '22004', NULL, 'dedup_insert_many: NULL p_message_ids raises 22004');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: NULL p_message_ids wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: NULL p_message_ids wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(
@@ -138,23 +154,23 @@ SELECT throws_like(
         ARRAY['00000000-0000-4000-8000-000000000011', '00000000-0000-4000-8000-000000000012', NULL,
               '00000000-0000-4000-8000-000000000014']::uuid[], 'bad_many')$$,
     '%p\_message\_ids[3]%', 'dedup_insert_many: the error names the element p_message_ids[3] (1-based)');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: a NULL element in the middle wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: a NULL element in the middle wrote nothing');
 
 SELECT throws_like(
     $$SELECT * FROM whizbang.dedup_insert_many(ARRAY[NULL]::uuid[], 'bad_many')$$,
     '%p\_message\_ids[1]%', 'dedup_insert_many: a single NULL element is named p_message_ids[1]');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: a single NULL element wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: a single NULL element wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(ARRAY['00000000-0000-4000-8000-000000000011']::uuid[], NULL)$$,
     '22004', NULL, 'dedup_insert_many: NULL p_consumer raises 22004');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: NULL p_consumer wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: NULL p_consumer wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(ARRAY['00000000-0000-4000-8000-000000000011']::uuid[],
                                                'bad_many', NULL, NULL, NULL)$$,
     '22004', NULL, 'dedup_insert_many: NULL p_now raises 22004');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: NULL p_now wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: NULL p_now wrote nothing');
 
 -- Empty input is still checked.
 SELECT throws_ok(
@@ -163,7 +179,7 @@ SELECT throws_ok(
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many('{}'::uuid[], 'bad_many', NULL, NULL, NULL)$$,
     '22004', NULL, 'dedup_insert_many: an empty batch with NULL p_now still raises 22004');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: empty batches with NULL scalars wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: empty batches with NULL scalars wrote nothing');
 
 -- NULL optional arrays and NULL elements inside them are allowed.
 SELECT results_eq(
@@ -189,13 +205,13 @@ SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(ARRAY['00000000-0000-4000-8000-000000000011']::uuid[],
                                                'bad_many', NULL, NULL, 'infinity')$$,
     '22023', NULL, 'dedup_insert_many: p_now = infinity raises 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: infinite p_now wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: infinite p_now wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(ARRAY['00000000-0000-4000-8000-000000000011']::uuid[],
                                                repeat('c', 1025))$$,
     '22023', NULL, 'dedup_insert_many: a 1025-byte p_consumer raises 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: an oversized p_consumer wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: an oversized p_consumer wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(
@@ -203,7 +219,7 @@ SELECT throws_ok(
               ['00000000-0000-4000-8000-000000000013', '00000000-0000-4000-8000-000000000014']]::uuid[],
         'bad_many')$$,
     '2202E', NULL, 'dedup_insert_many: a two-dimensional p_message_ids raises 2202E');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: a 2-D p_message_ids wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: a 2-D p_message_ids wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(
@@ -215,7 +231,7 @@ SELECT throws_ok(
         ARRAY['00000000-0000-4000-8000-000000000011', '00000000-0000-4000-8000-000000000012']::uuid[],
         'bad_many', NULL, ARRAY[[now()], [now()]])$$,
     '2202E', NULL, 'dedup_insert_many: a two-dimensional p_sent_at raises 2202E');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: 2-D optional arrays wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: 2-D optional arrays wrote nothing');
 
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(
@@ -240,7 +256,7 @@ SELECT throws_ok(
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many('{}'::uuid[], 'bad_many', ARRAY['\x01']::bytea[])$$,
     '22023', NULL, 'dedup_insert_many: an empty batch with one fingerprint raises 22023');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: length mismatches wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: length mismatches wrote nothing');
 
 -- ---------------------------------------------------------------------------------------
 -- dedup_insert_many: wrong types, malformed elements
@@ -255,7 +271,7 @@ SELECT throws_ok(
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many('00000000-0000-4000-8000-000000000011'::uuid)$$,
     '42883', NULL, 'dedup_insert_many: a scalar uuid does not resolve (42883)');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: wrong types wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: wrong types wrote nothing');
 
 -- A malformed element in the middle: the whole call fails before anything is stored.
 SELECT throws_ok(
@@ -278,7 +294,7 @@ SELECT throws_ok(
               '00000000-0000-4000-8000-000000000033']::uuid[],
         'mid_batch', NULL, ARRAY[now(), 'bogus', now()]::timestamptz[])$$,
     '22007', NULL, 'dedup_insert_many: a malformed p_sent_at element raises 22007');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: malformed elements wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: malformed elements wrote nothing');
 -- Nothing of the failed batches is on record: every id is still new.
 SELECT results_eq(
     $$SELECT outcome FROM whizbang.dedup_insert_many(
@@ -298,7 +314,7 @@ SELECT is_empty(
 SELECT is_empty(
     $$SELECT * FROM whizbang.dedup_insert_many(ARRAY[]::uuid[], 'empty', ARRAY[]::bytea[], ARRAY[]::timestamptz[])$$,
     'dedup_insert_many: empty arrays in every array argument return zero rows');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: empty arrays wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: empty arrays wrote nothing');
 
 -- ---------------------------------------------------------------------------------------
 -- dedup_insert_many: repeated ids inside one batch
@@ -375,13 +391,13 @@ SELECT throws_like(
     $$SELECT * FROM whizbang.dedup_insert_many(
         array_fill('00000000-0000-4000-8000-000000000051'::uuid, ARRAY[1000001]), 'too_big')$$,
     '%p\_message\_ids%', 'dedup_insert_many: the limit error names p_message_ids');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: 1,000,001 elements wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: 1,000,001 elements wrote nothing');
 SELECT throws_ok(
     $$SELECT * FROM whizbang.dedup_insert_many(
         ARRAY['00000000-0000-4000-8000-000000000051']::uuid[], 'too_big', NULL,
         array_fill(now(), ARRAY[1000001]))$$,
     '54000', NULL, 'dedup_insert_many: a 1,000,001-element p_sent_at is refused with 54000 too');
-SELECT pg_temp.rows_written(0, 'dedup_insert_many: the oversized p_sent_at wrote nothing');
+SELECT pg_temp.wrote_nothing('dedup_insert_many: the oversized p_sent_at wrote nothing');
 
 -- Exactly at the limit works (one id repeated, so only one row is written).
 SELECT results_eq(

@@ -5,7 +5,9 @@
 -- with a clear outcome - and writes nothing.
 --
 -- After every call, pg_temp.unchanged() checks that the whole wh_idempotency_keys table is
--- exactly as it was at the previous check. Non-ASCII text is built from UTF-8 bytes with
+-- exactly as it was at the previous check, and that no whizbang table took any write since then,
+-- rolled back or not (pg_temp.writes() in lib/writes.sql: an error rolls back what the call
+-- wrote, so the table alone could not tell). Non-ASCII text is built from UTF-8 bytes with
 -- convert_from(..., server_encoding), as in bad_input_identity.sql.
 BEGIN;
 SELECT plan(115);
@@ -15,27 +17,33 @@ LANGUAGE sql AS $$
     SELECT coalesce(md5(string_agg(to_jsonb(k)::text, E'\n' ORDER BY k.scope, k.idempotency_key)), 'empty')
       FROM whizbang.wh_idempotency_keys k
 $$;
-CREATE TEMP TABLE keys_snapshot AS
-SELECT pg_temp.keys_image() AS image, (SELECT count(*) FROM whizbang.wh_idempotency_keys) AS rows_at;
+\ir lib/writes.sql
 
--- Passes when the table is as at the previous check (or has exactly p_new_rows more rows),
--- then takes a new snapshot.
+CREATE TEMP TABLE keys_snapshot AS
+SELECT pg_temp.keys_image() AS image, (SELECT count(*) FROM whizbang.wh_idempotency_keys) AS rows_at,
+       pg_temp.writes() AS writes;
+
+-- Passes when the table is as at the previous check and nothing was written since, not even
+-- by a call that then failed (or when it has exactly p_new_rows more rows), then takes a new
+-- snapshot.
 CREATE FUNCTION pg_temp.unchanged(p_description text, p_new_rows bigint DEFAULT 0) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     v_before text;
     v_rows_before bigint;
+    v_writes_before text;
     v_rows bigint;
     v_result text;
 BEGIN
-    SELECT image, rows_at INTO v_before, v_rows_before FROM keys_snapshot;
+    SELECT image, rows_at, writes INTO v_before, v_rows_before, v_writes_before FROM keys_snapshot;
     SELECT count(*) INTO v_rows FROM whizbang.wh_idempotency_keys;
     IF p_new_rows = 0 THEN
-        v_result := is(pg_temp.keys_image(), v_before, p_description);
+        v_result := is(pg_temp.keys_image() || ' / writes: ' || pg_temp.writes(),
+                       v_before || ' / writes: ' || v_writes_before, p_description);
     ELSE
         v_result := is(v_rows - v_rows_before, p_new_rows, p_description);
     END IF;
-    UPDATE keys_snapshot SET image = pg_temp.keys_image(), rows_at = v_rows;
+    UPDATE keys_snapshot SET image = pg_temp.keys_image(), rows_at = v_rows, writes = pg_temp.writes();
     RETURN v_result;
 END
 $$;

@@ -5,8 +5,8 @@
 --
 -- pg_temp.fails(sql, sqlstate, message LIKE pattern, description) is one test: the call raises
 -- that SQLSTATE with a matching message, and it wrote no row of any whizbang table before it
--- did (pg_temp.writes(), below: comparing the tables after the error could not tell, since the
--- error rolls back whatever the call wrote).
+-- did (pg_temp.writes() in lib/writes.sql: comparing the tables after the error could not
+-- tell, since the error rolls back whatever the call wrote).
 BEGIN;
 SELECT plan(165);
 
@@ -23,39 +23,8 @@ $$;
 CREATE FUNCTION pg_temp.msg_without(p_n int, p_field text) RETURNS jsonb
 LANGUAGE sql AS $$ SELECT pg_temp.msg(p_n) - p_field $$;
 
--- The writes this transaction has made to whizbang's tables, per table: rows inserted, updated
--- and deleted. pg_stat_xact_all_tables counts every attempted write, those of a rolled-back
--- subtransaction included (PostgreSQL adds an aborted subtransaction's counts to its parent's),
--- so a call that writes and then fails moves it although the error leaves no row behind. It needs
--- no trigger, which would send the dedup table's writes off their native path.
-CREATE FUNCTION pg_temp.writes() RETURNS text
-LANGUAGE sql AS $$
-    SELECT coalesce(string_agg(format('%s +%s ~%s -%s', relname, n_tup_ins, n_tup_upd, n_tup_del), ', '
-                               ORDER BY relname), 'none')
-      FROM pg_catalog.pg_stat_xact_all_tables
-     WHERE schemaname = 'whizbang' AND n_tup_ins + n_tup_upd + n_tup_del > 0
-$$;
-
--- Runs p_sql, catching its error: the SQLSTATE and message (NULL, NULL when there was none:
--- then whatever it did is undone too), and whether it wrote to a whizbang table.
-CREATE FUNCTION pg_temp.attempt(p_sql text, OUT state text, OUT message text, OUT writes_before text,
-                                OUT writes_after text)
-LANGUAGE plpgsql AS $$
-BEGIN
-    writes_before := pg_temp.writes();
-    BEGIN
-        EXECUTE p_sql;
-        RAISE EXCEPTION USING ERRCODE = 'WB000', MESSAGE = '(no error)';
-    EXCEPTION WHEN OTHERS THEN
-        GET STACKED DIAGNOSTICS state = RETURNED_SQLSTATE, message = MESSAGE_TEXT;
-    END;
-    IF state = 'WB000' THEN
-        state := NULL;
-        message := NULL;
-    END IF;
-    writes_after := pg_temp.writes();
-END
-$$;
+-- pg_temp.writes() and pg_temp.attempt(sql).
+\ir lib/writes.sql
 
 CREATE FUNCTION pg_temp.fails(p_sql text, p_state text, p_pattern text, p_description text) RETURNS text
 LANGUAGE plpgsql AS $$
