@@ -26,9 +26,19 @@ const std::vector<std::string_view>& outbox_fields() {
 std::size_t folded_distance(std::string_view a, std::string_view b, std::size_t limit) {
     const std::size_t n = a.size(), m = b.size();
     if ((n > m ? n - m : m - n) > limit) return limit + 1;
-    // Three rows of the dynamic-programming table: field names are short, and longer input was
+    // Three rows of the dynamic-programming table, on the stack for names as short as field
+    // names (this runs for every unknown key of every element); longer input was mostly
     // rejected by the length difference above.
-    std::vector<std::size_t> before(m + 1), previous(m + 1), current(m + 1);
+    constexpr std::size_t kStackRow = 64;
+    std::size_t stack_rows[3][kStackRow];
+    std::vector<std::size_t> heap_rows;
+    std::size_t *before = stack_rows[0], *previous = stack_rows[1], *current = stack_rows[2];
+    if (m + 1 > kStackRow) {
+        heap_rows.resize(3 * (m + 1));
+        before = heap_rows.data();
+        previous = before + (m + 1);
+        current = previous + (m + 1);
+    }
     for (std::size_t j = 0; j <= m; ++j) previous[j] = j;
     for (std::size_t i = 1; i <= n; ++i) {
         current[0] = i;

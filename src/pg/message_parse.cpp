@@ -12,12 +12,20 @@ namespace {
 
 constexpr const char* kElementHint = "Elements are numbered from 0, as jsonb's -> operator numbers them.";
 
+// Unknown keys of one call found not to be near misses. The elements of a batch mostly share
+// their keys, so each distinct unknown key is measured against the known fields about once.
+struct IgnoredKeys {
+    static constexpr std::size_t kMax = 32;
+    std::vector<std::string> keys;
+};
+
 // One element of p_messages while it is read.
 struct Element {
     JsonbContainer* object;
     std::size_t index;
     const std::vector<std::string_view>* known;  // the fields of its kind (core/field_names.h)
-    std::size_t present = 0;                     // of those, how many it has (JSON null included)
+    IgnoredKeys* ignored;
+    std::size_t present = 0;  // of the known fields, how many it has (JSON null included)
 };
 
 std::string element_name(std::size_t index) { return "p_messages[" + std::to_string(index) + "]"; }
@@ -26,22 +34,24 @@ std::string element_name(std::size_t index) { return "p_messages[" + std::to_str
 // (DESIGN §3.2): a typo must not be silently ignored (`ScheduleFor` would run the message at
 // once). Other unknown keys are ignored.
 void reject_near_misses(const Element& e) {
-    std::vector<std::string_view> keys;
-    pg_call([&] {
-        JsonbIterator* it = JsonbIteratorInit(e.object);
-        JsonbValue v;
-        JsonbIteratorToken token;
-        while ((token = JsonbIteratorNext(&it, &v, true)) != WJB_DONE)
-            if (token == WJB_KEY) keys.emplace_back(v.val.string.val, v.val.string.len);  // points into the jsonb
-    });
-    for (std::string_view key : keys) {
-        bool known = false;
-        for (std::string_view k : *e.known) known = known || k == key;
-        if (known) continue;
+    auto in = [](std::string_view key, const auto& list) {
+        for (const auto& k : list)
+            if (key == k) return true;
+        return false;
+    };
+    // An object's keys are its first JsonContainerSize() children, stored as plain strings
+    // before the values: read in place, without an iterator or a copy.
+    const uint32 pairs = JsonContainerSize(e.object);
+    const char* data = reinterpret_cast<const char*>(&e.object->children[pairs * 2]);
+    for (uint32 i = 0; i < pairs; ++i) {
+        const std::string_view key(data + getJsonbOffset(e.object, static_cast<int>(i)),
+                                   getJsonbLength(e.object, static_cast<int>(i)));
+        if (in(key, *e.known) || in(key, e.ignored->keys)) continue;
         if (std::optional<std::string_view> meant = core::near_miss(key, *e.known))
             throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
                            element_name(e.index) + " has the unknown field " + core::quoted_excerpt(key), {},
                            "Did you mean \"" + std::string(*meant) + "\"? " + kElementHint);
+        if (e.ignored->keys.size() < IgnoredKeys::kMax && key.size() <= 64) e.ignored->keys.emplace_back(key);
     }
 }
 
@@ -130,12 +140,13 @@ std::vector<Message> parse_messages(FunctionCallInfo fcinfo, Source source, bool
     note_batch(count, VARSIZE(batch));  // a big batch trims at transaction end (pg/memory.h)
     const std::vector<std::string_view>& known = source == Source::inbox ? core::inbox_fields() : core::outbox_fields();
 
+    IgnoredKeys ignored;
     std::vector<Message> messages(count);
     for (std::size_t i = 0; i < count; ++i) {
         JsonbValue* element = pg_call([&] { return getIthJsonbValueFromContainer(&batch->root, static_cast<uint32>(i)); });
         if (element->type != jbvBinary || !JsonContainerIsObject(element->val.binary.data))
             throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, element_name(i) + " must be an object");
-        Element e{element->val.binary.data, i, &known};
+        Element e{element->val.binary.data, i, &known, &ignored};
         Message& m = messages[i];
         m.id = *uuid_field(e, "MessageId", true);
         m.target = string_field(e, source == Source::inbox ? "HandlerName" : "Destination");

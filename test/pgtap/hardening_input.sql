@@ -10,7 +10,7 @@
 --   g. idempotency_* name p_now when a time computed from it is out of range;
 --   h. a near miss of a known field name (`ScheduleFor`) is an error whose hint names the field.
 BEGIN;
-SELECT plan(62);
+SELECT plan(63);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -245,6 +245,12 @@ SELECT throws_ok(
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE message_id IN ('00000000-0000-4000-8000-000000000014',
                                                                             '00000000-0000-4000-8000-000000000019')),
           0::bigint, 'h: nothing of the refused batches was stored');
+SELECT throws_ok(
+    $$SELECT * FROM whizbang.store_inbox_messages(
+          (SELECT jsonb_agg(pg_temp.msg(100 + g, jsonb_build_object('Extra' || g, g, 'TraceId', 't')) ORDER BY g)
+             FROM generate_series(0, 39) g) || jsonb_build_array(pg_temp.msg(200, '{"TraceId": "t", "Sentat": null}')))$$,
+    '22023', 'p_messages[40] has the unknown field "Sentat"',
+    'h: a near miss after 40 elements with other unknown keys is still found');
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(
                pg_temp.msg(30, '{"TraceId": "t", "CorrelationId": "c", "SentBy": "me", "Destination": "d", "Version": 2}')),
                p_consumer => 'fwd')),

@@ -23,6 +23,10 @@ TEST(FieldNames, Distance) {
     // Beyond the limit the answer is limit + 1, also for a huge name (rejected by length).
     EXPECT_EQ(folded_distance("Metadata", "MessageId", 2), 3u);
     EXPECT_EQ(folded_distance(std::string(10000000, 'x'), "Scope", 2), 3u);
+    // Names longer than the rows kept on the stack.
+    EXPECT_EQ(folded_distance(std::string(100, 'a'), std::string(101, 'A'), 2), 1u);
+    EXPECT_EQ(folded_distance(std::string(100, 'a') + "xy", std::string(100, 'a') + "yx", 2), 1u);
+    EXPECT_EQ(folded_distance(std::string(100, 'a'), std::string(98, 'a') + "bb", 2), 2u);
 }
 
 TEST(FieldNames, NearMissesOfTheDesign) {
