@@ -195,10 +195,11 @@ reset_planted
 
 # Every entry point, with realistic arguments. $1: a hex digit that keeps the passes' ids apart.
 calls() {
-  local P=$1 A B C D E
+  local P=$1 A B C D E F G
   A="${P}9000000-0000-7000-8000-00000000000a" B="${P}9000000-0000-7000-8000-00000000000b"
   C="${P}9000000-0000-7000-8000-00000000000c" D="${P}9000000-0000-7000-8000-00000000000d"
-  E="${P}9000000-0000-7000-8000-00000000000e"
+  E="${P}9000000-0000-7000-8000-00000000000e" F="${P}9000000-0000-7000-8000-00000000000f"
+  G="${P}9000000-0000-7000-8000-000000000010"
   local run_maintenance=""
   if [ "$(clean -c "SELECT to_regprocedure('whizbang.run_maintenance(timestamptz, integer)') IS NOT NULL")" = t ]; then
     run_maintenance="CALL whizbang.run_maintenance(p_batch_size => 3);"
@@ -278,6 +279,23 @@ SELECT message_id FROM whizbang.claim_work('$B', 'inbox', p_partitions => '{0,1,
     p_max_per_stream => 1, p_consumer => 'c$P');
 SELECT * FROM whizbang.complete_work('inbox', '{${P}3000000-0000-7000-8000-000000000003}', ARRAY[:t3]::pg_catalog.int8[], 'c$P');
 UPDATE whizbang.wh_settings SET setting_value = 'false' WHERE setting_key OPERATOR(pg_catalog.=) 'debug_mode';
+
+-- a lapsed stream taken over: F's run of two lapses, G takes the stream, F's tokens are lost
+SELECT * FROM whizbang.store_inbox_messages('[
+  {"MessageId": "${P}3000000-0000-7000-8000-000000000008", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "StreamId": "${P}3100000-0000-7000-8000-000000000004"},
+  {"MessageId": "${P}3000000-0000-7000-8000-000000000009", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "StreamId": "${P}3100000-0000-7000-8000-000000000004"}]', p_consumer => 'r$P');
+SELECT message_id FROM whizbang.claim_work('$F', 'inbox', p_lease_seconds => 1, p_consumer => 'r$P');
+SELECT lease_token AS f9 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'r$P'
+   AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000009' \gset
+SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'r$P',
+    p_now => pg_catalog.now() OPERATOR(pg_catalog.+) '10 seconds'::pg_catalog.interval);
+SELECT * FROM whizbang.complete_work('inbox', '{${P}3000000-0000-7000-8000-000000000009}', ARRAY[:f9]::pg_catalog.int8[], 'r$P');
+SELECT lease_token AS g8 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'r$P'
+   AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000008' \gset
+SELECT * FROM whizbang.fail_work('inbox', '{${P}3000000-0000-7000-8000-000000000008}', '{"retry me"}',
+    ARRAY[:g8]::pg_catalog.int8[], '{true}', 'r$P', pg_catalog.now() OPERATOR(pg_catalog.+) '11 seconds'::pg_catalog.interval);
 
 -- outbox: plain, streamed, pre-leased to D; published, kept for debugging, completed, failed
 SELECT * FROM whizbang.store_outbox_messages('[
