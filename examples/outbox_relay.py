@@ -395,7 +395,10 @@ class Relay:
                 self.release(batch[i:])
                 return
             if msg.stream_id is not None and msg.stream_id in blocked_streams:
-                self.release([msg])  # keep the stream's order: it waits for the earlier message
+                # Keep the stream's order: it waits for the earlier message. After a retry the
+                # server has given it back already (the release answers lease_lost); after a
+                # lost lease or a stop it has not.
+                self.release([msg])
                 continue
             if time.monotonic() - renewed_at > self.args.lease / 2.0:
                 lost = self.renew(batch[i:])
