@@ -283,7 +283,9 @@ class Worker:
                 self.release(batch[i:])
                 return
             if msg.stream_id is not None and msg.stream_id in blocked_streams:
-                self.release([msg])  # keep the stream's order: it waits for the retry
+                # Keep the stream's order: it waits for the retry. fail_work has given it back
+                # already (this release then answers lease_lost); a lost lease or a stop has not.
+                self.release([msg])
                 continue
             outcome = self.handle(msg)
             self.keeper.drop(msg.id)
