@@ -2,14 +2,21 @@
 # META.json agrees with whizbang.control (DESIGN §5: "META.json PGXN Meta Spec v1; version ==
 # control default_version"): valid JSON, the meta-spec 1.0.0 required keys, "version" and
 # provides.whizbang.version equal to default_version, provides.whizbang.file and
-# sql/whizbang--<version>.sql present. Then, in a throw-away cluster, the installed
-# extension reports the same version through whizbang.version() and pg_available_extensions.
+# sql/whizbang--<version>.sql present; a maintainer with a contact ("name <email>"), a
+# release_status, and a PostgreSQL prerequisite that is a range closed above (the code builds
+# against 15's API only: ">= 15.0.0, < 16.0.0", not "15.0.0", which reads "15 or later").
+# Then, in a throw-away cluster, the installed extension reports the same version through
+# whizbang.version() and pg_available_extensions.
+#   meta_version.sh --meta-only DIR   only the META.json checks, of the tree in DIR (dist.sh
+#                                     runs them on the unpacked distribution)
 set -euo pipefail
 
 self=$(readlink -f "$0")
 cd "$(dirname "$self")/../.."
+meta_only=""
+if [ "${1:-}" = "--meta-only" ]; then meta_only=1; cd "$2"; fi
 
-source scripts/lib.sh  # wb_free_port
+[ -n "$meta_only" ] || source scripts/lib.sh  # wb_free_port
 
 if [ "${1:-}" = "--in-cluster" ]; then
     version=$2
@@ -65,6 +72,12 @@ maintainer = meta.get("maintainer")
 check((isinstance(maintainer, str) and maintainer.strip() != "")
       or (isinstance(maintainer, list) and len(maintainer) > 0 and all(isinstance(m, str) and m for m in maintainer)),
       'META.json "maintainer" is a string or a non-empty list of strings')
+maintainers = [maintainer] if isinstance(maintainer, str) else maintainer if isinstance(maintainer, list) else []
+contact = re.compile(r"^[^<>]*\S\s+<[^@<>\s]+@[^@<>\s]+\.[^@<>\s]+>$")
+check(any(isinstance(m, str) and contact.match(m) for m in maintainers),
+      f'META.json "maintainer" has a contact, "name <email>" ({maintainers})')
+check(meta.get("release_status") in ("stable", "testing", "unstable"),
+      f'META.json "release_status" is stable, testing or unstable ({meta.get("release_status")})')
 license_ = meta.get("license")
 check(isinstance(license_, (str, list, dict)) and bool(license_), 'META.json "license" is present and non-empty')
 
@@ -96,6 +109,23 @@ if isinstance(provides, dict):
         check(isinstance(p, dict) and "file" in p and "version" in p,
               f'provides.{name} has the required "file" and "version"')
 
+# The PostgreSQL prerequisite: a version range (Meta Spec v1: comparisons of X.Y.Z versions,
+# AND-ed with commas) that admits 15 and nothing from 16 on.
+prereq = (meta.get("prereqs", {}).get("runtime", {}).get("requires", {}).get("PostgreSQL")
+          if isinstance(meta.get("prereqs"), dict) else None)
+clause = re.compile(r"^(==|!=|<=|>=|<|>)?\s*(\d+)\.(\d+)\.(\d+)$")
+clauses = [clause.match(c.strip()) for c in prereq.split(",")] if isinstance(prereq, str) else [None]
+check(all(clauses), f'prereqs.runtime.requires.PostgreSQL is a v1 version range ({prereq})')
+def admits(version):
+    ops = {None: lambda a, b: a >= b, ">=": lambda a, b: a >= b, ">": lambda a, b: a > b,
+           "<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
+           "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+    return all(ops[m.group(1)](version, tuple(int(g) for g in m.group(2, 3, 4))) for m in clauses if m)
+if all(clauses):
+    check(admits((15, 0, 0)) and admits((15, 99, 0)), f"the range admits PostgreSQL 15 ({prereq})")
+    check(not admits((14, 99, 0)) and not admits((16, 0, 0)) and not admits((17, 0, 0)),
+          f"the range admits neither 14 nor 16 and later ({prereq})")
+
 script = f"sql/whizbang--{control_version}.sql"
 check(os.path.isfile(script), f"{script} exists")
 
@@ -104,6 +134,8 @@ if failures:
     sys.exit(1)
 print("META.json agrees with whizbang.control")
 PY
+
+[ -z "$meta_only" ] || exit 0
 
 pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$self" --in-cluster "$control_version"
 echo "meta_version: PASS"
