@@ -9,6 +9,7 @@ WB_PACKAGES=(
   "postgresql-$WB_PG_MAJOR-pgtap" libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libgtest-dev libbenchmark-dev python3 python3-psycopg2
   clang libclang-rt-dev  # libFuzzer for the fuzz targets (scripts/fuzz)
+  pgbouncer  # test/scripts/pgbouncer.sh: the examples and pgbench through transaction pooling
 )
 
 wb_log() { printf '==> %s\n' "$*" >&2; }
