@@ -10,6 +10,8 @@ WB_PACKAGES=(
   libpq-dev libgtest-dev libbenchmark-dev python3 python3-psycopg2
   clang libclang-rt-dev  # libFuzzer for the fuzz targets (scripts/fuzz)
   pgbouncer  # test/scripts/pgbouncer.sh: the examples and pgbench through transaction pooling
+  nodejs npm  # test/scripts/node_worker.sh: examples/node/inbox_worker.js (pg from npm)
+  prometheus-postgres-exporter  # test/scripts/prometheus_exporter.sh: contrib/prometheus/whizbang_queries.yaml
 )
 
 wb_log() { printf '==> %s\n' "$*" >&2; }
@@ -19,10 +21,19 @@ wb_as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
 }
 
+# Installed packages and the names they provide, one a line. A package counts as present when
+# another provides it: NodeSource's nodejs provides npm and conflicts with Debian's npm package,
+# which apt-get would then refuse to install.
+wb_installed_packages() {
+  dpkg-query -W -f='${Status}\t${Package}, ${Provides}\n' 2>/dev/null |
+    awk -F'\t' '$1 ~ /install ok installed/ { print $2 }' | tr ',' '\n' | sed -E 's/^ +//; s/ .*//' | sort -u
+}
+
 wb_ensure_packages() {
-  local missing=() p
+  local missing=() p installed
+  installed=$(wb_installed_packages)
   for p in "${WB_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    grep -qxF -- "$p" <<<"$installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   wb_log "installing Debian packages: ${missing[*]}"
