@@ -7,7 +7,8 @@ CXX_SRCS = $(sort $(wildcard src/pg/*.cpp) $(wildcard src/core/*.cpp))
 OBJS = $(CXX_SRCS:.cpp=.o)
 
 DATA = $(wildcard sql/whizbang--*.sql)
-DOCS = README.md
+# No DOCS: PGXS would install README.md under that name into the documentation folder every
+# extension shares ($(docdir)/extension/). The docs go into a folder of their own (below).
 
 # Regression tests are every sql/*.sql that is not an extension script (pgvector's habit:
 # the list is derived from the files, not kept by hand).
@@ -27,9 +28,40 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# The code is written against PostgreSQL 15's server API (headers, hooks, SPI, bgworker);
+# another major fails to compile, or worse, builds and misbehaves. Say so at once.
+ifneq ($(MAJORVERSION),15)
+$(error whizbang supports PostgreSQL 15 only; found $(MAJORVERSION) through $(PG_CONFIG) (set PG_CONFIG to PostgreSQL 15's pg_config))
+endif
+
 # Header dependencies written by -MMD, so a changed header rebuilds what includes it.
 -include $(OBJS:.o=.d)
 EXTRA_CLEAN = $(OBJS:.o=.d)
 
 # version() reports the control file's version, compiled in.
 src/pg/module.o: whizbang.control
+
+# Documentation in a folder of its own, $(docdir)/extension/whizbang/: README.md and
+# docs/*.md, laid out as in the source tree so that the README's links still work.
+WB_DOCDIR = $(DESTDIR)$(docdir)/$(docmoduledir)/whizbang
+install: install-docs
+uninstall: uninstall-docs
+.PHONY: install-docs uninstall-docs dist
+install-docs:
+ifdef docdir
+	$(MKDIR_P) '$(WB_DOCDIR)/docs'
+	$(INSTALL_DATA) $(srcdir)/README.md '$(WB_DOCDIR)/'
+	$(INSTALL_DATA) $(addprefix $(srcdir)/, $(wildcard docs/*.md)) '$(WB_DOCDIR)/docs/'
+endif
+uninstall-docs:
+ifdef docdir
+	rm -rf '$(WB_DOCDIR)'
+endif
+
+# PGXN distribution: whizbang-<version>.zip of the committed tree (HEAD) under a
+# whizbang-<version>/ folder. git archive takes only tracked files, so no build output;
+# .gitattributes marks what else stays out (export-ignore: benchmark results, CI files).
+# The archive is HEAD, so its version is HEAD's default_version too, not the working tree's.
+DIST_VERSION = $(shell git show HEAD:whizbang.control | sed -n "s/^default_version = '\(.*\)'/\1/p")
+dist:
+	git archive --format zip --prefix whizbang-$(DIST_VERSION)/ --output whizbang-$(DIST_VERSION).zip HEAD
