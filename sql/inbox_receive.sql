@@ -49,12 +49,12 @@ SELECT count(*) AS recorded_expired FROM whizbang.wh_message_deduplication
  WHERE consumer = 'recv_pay' AND message_id = '1b000000-0000-7000-8000-000000000010';
 
 -- replay_policy accept records and stores the old message instead (reset afterwards).
-UPDATE whizbang.wh_settings SET setting_value = 'accept' WHERE setting_key = 'replay_policy';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('replay_policy', 'accept');
 SELECT * FROM whizbang.inbox_receive('[
   {"MessageId": "1b000000-0000-7000-8000-000000000010", "HandlerName": "h", "MessageType": "T", "Envelope": {},
    "SentAt": "2029-12-01 00:00:00Z"}
 ]', 'recv_pay', '2030-01-01 00:00:00Z');
-UPDATE whizbang.wh_settings SET setting_value = 'reject' WHERE setting_key = 'replay_policy';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('replay_policy', 'reject');
 
 -- Consumers are separate scopes: the same id and envelope is new for another consumer.
 SELECT * FROM whizbang.inbox_receive('[

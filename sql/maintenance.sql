@@ -26,10 +26,10 @@ SELECT * FROM whizbang.complete_work('inbox', '{2a000000-0000-7000-8000-00000000
                                      '2000-01-01 00:00:00Z');
 SELECT message_id, outcome FROM whizbang.fail_work('inbox', '{2a000000-0000-7000-8000-0000000000c3}', '{"bad"}', NULL,
                                                    '{false}', 'maint_inbox', '2000-01-01 00:00:00Z');
-UPDATE whizbang.wh_settings SET setting_value = 'true' WHERE setting_key = 'debug_mode';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('debug_mode', 'true');
 SELECT * FROM whizbang.complete_work('inbox', '{2a000000-0000-7000-8000-0000000000c4}', NULL, 'maint_inbox',
                                      '2000-01-01 00:00:00Z');
-UPDATE whizbang.wh_settings SET setting_value = 'false' WHERE setting_key = 'debug_mode';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('debug_mode', 'false');
 -- Idempotency keys of 2000-01-01: one completed with a result TTL of 1 day (tombstone 30
 -- days), one left in progress.
 SELECT outcome FROM whizbang.idempotency_begin('maint_scope', 'done', p_now => '2000-01-01 00:00:00Z');

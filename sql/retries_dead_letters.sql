@@ -88,8 +88,7 @@ SELECT message_id, attempts, last_error, dead_lettered_at = '2030-04-01 00:03:00
   FROM whizbang.wh_dead_letters WHERE consumer = 'retry_stalled';
 
 -- The delay is capped by retry_max_seconds (here 20): delivery 3 waits 15 to 20 s, not 30 to 40.
-UPDATE whizbang.wh_settings SET setting_value = '20' WHERE setting_key = 'retry_max_seconds';
-UPDATE whizbang.wh_settings SET setting_value = '10' WHERE setting_key = 'max_attempts';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('retry_max_seconds', '20'), ('max_attempts', '10');
 SELECT count(*) AS stored FROM whizbang.store_inbox_messages('[
   {"MessageId": "1e000000-0000-7000-8000-0000000000c1", "HandlerName": "h", "MessageType": "T", "Envelope": {}}
 ]', p_now => '2030-04-01 00:00:00Z', p_consumer => 'retry_cap');

@@ -14,13 +14,14 @@ SELECT setting_key, value, default_value, value_type, is_default
                        'outbox_notify', 'debug_mode')
  ORDER BY setting_key;
 
--- The seed's upsert works; so do a plain UPDATE and a plain INSERT of an existing key (turned
--- into an update of its row). Values are stored in normal form.
+-- The seed's upsert works; so do a plain UPDATE and a plain INSERT of a key (an update of its
+-- row when it has one: CREATE EXTENSION seeds one per key). Values are stored in normal form.
 INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
-VALUES ('dedup_retention_days', ' +090 ', 'integer', 'Days to retain message deduplication entries')
+VALUES ('dedup_retention_days', '60', 'integer', 'Days to retain message deduplication entries')
 ON CONFLICT (setting_key) DO UPDATE SET setting_value = EXCLUDED.setting_value;
-UPDATE whizbang.wh_settings SET setting_value = 'accept' WHERE setting_key = 'replay_policy';
+UPDATE whizbang.wh_settings SET setting_value = ' +090 ' WHERE setting_key = 'dedup_retention_days';
 INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('outbox_notify', 'YES');
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('replay_policy', 'accept');
 SELECT setting_key, setting_value, value_type FROM whizbang.wh_settings
  WHERE setting_key IN ('dedup_retention_days', 'replay_policy', 'outbox_notify') ORDER BY setting_key;
 SELECT setting_key, value, is_default FROM whizbang.settings
@@ -34,26 +35,26 @@ DELETE FROM whizbang.wh_settings WHERE setting_key = 'dedup_retention_days';
 SELECT value, is_default FROM whizbang.settings WHERE setting_key = 'dedup_retention_days';
 SELECT whizbang.dedup_insert('2b000000-0000-7000-8000-000000000002', 'settings_replay',
                              p_sent_at => '2029-01-01 00:00:00Z', p_now => '2030-03-02 00:00:00Z') AS accepted_old;
-UPDATE whizbang.wh_settings SET setting_value = 'reject' WHERE setting_key = 'replay_policy';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('replay_policy', 'reject');
 SELECT whizbang.dedup_insert('2b000000-0000-7000-8000-000000000003', 'settings_replay',
                              p_sent_at => '2029-01-01 00:00:00Z', p_now => '2030-03-02 00:00:00Z') AS rejected_old;
 
 -- A bad write is an error and changes nothing.
 INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('dedup_retention_dayz', '90');
 \echo :SQLSTATE
-UPDATE whizbang.wh_settings SET setting_value = NULL WHERE setting_key = 'max_attempts';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('max_attempts', NULL);
 \echo :SQLSTATE
 INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type) VALUES ('max_attempts', '5', 'text');
 \echo :SQLSTATE
-UPDATE whizbang.wh_settings SET setting_value = '1.5' WHERE setting_key = 'max_attempts';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('max_attempts', '1.5');
 \echo :SQLSTATE
-UPDATE whizbang.wh_settings SET setting_value = '0' WHERE setting_key = 'max_attempts';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('max_attempts', '0');
 \echo :SQLSTATE
-UPDATE whizbang.wh_settings SET setting_value = 'maybe' WHERE setting_key = 'outbox_notify';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('outbox_notify', 'maybe');
 \echo :SQLSTATE
-UPDATE whizbang.wh_settings SET setting_value = 'Accept' WHERE setting_key = 'replay_policy';
+INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('replay_policy', 'Accept');
 \echo :SQLSTATE
-UPDATE whizbang.wh_settings SET setting_key = 'max_attempt' WHERE setting_key = 'max_attempts';
+UPDATE whizbang.wh_settings SET setting_key = 'max_attempt' WHERE setting_key = 'outbox_notify';
 \echo :SQLSTATE
 SELECT setting_key, value FROM whizbang.settings
  WHERE setting_key IN ('max_attempts', 'dedup_retention_days', 'outbox_notify', 'replay_policy') ORDER BY setting_key;
