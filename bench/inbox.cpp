@@ -35,7 +35,7 @@ struct Options : RunOptions {
     std::vector<std::string> parts{"store", "cycle", "latency"};
     std::vector<std::string> store_methods{"native", "plpgsql", "plain", "copy"};
     std::vector<int> batches{1, 100, 1000};
-    std::vector<std::string> cycle_methods{"native", "native2", "sql"};
+    std::vector<std::string> cycle_methods{"native", "native2", "sql", "sql_lease"};
     std::vector<long> latency_sizes{1000, 1000000};
     long max_msgs = 250000;     // per connection per store cell (memory cap)
     long cycle_rows = 150000;   // pending messages loaded before each cycle cell
@@ -509,6 +509,27 @@ std::vector<CycleMethod> cycle_method_table() {
                  "           RETURNING w.message_id)"
                  "DELETE FROM bench.ib_cycle_inbox i USING w WHERE i.consumer = '' AND i.message_id = w.message_id",
                  false});
+    // The lease model in plain SQL (claim and complete in separate transactions): the lease is
+    // written into the row, as whizbang's row lease store does, without its per-stream order,
+    // fencing tokens, pre-leases or dead letters.
+    m.push_back({"sql_lease", "(l) SQL lease model: UPDATE ... FOR UPDATE SKIP LOCKED RETURNING, DELETE = ANY: a transaction each",
+                 {"", "bench.ib_cycle_inbox", "bench.ib_cycle_work", ""}, false,
+                 "WITH c AS (UPDATE bench.ib_cycle_work w"
+                 "              SET lease_expiry = now() + interval '300 seconds', attempts = w.attempts + 1"
+                 "            WHERE w.consumer = '' AND w.message_id = ANY (ARRAY("
+                 "                  SELECT f.message_id FROM bench.ib_cycle_work f"
+                 "                   WHERE f.processed_at IS NULL AND f.stream_id IS NULL AND f.scheduled_for <= now()"
+                 "                     AND (f.lease_expiry IS NULL OR f.lease_expiry <= now())"
+                 "                   ORDER BY f.scheduled_for LIMIT $1::int"
+                 "                     FOR UPDATE OF f SKIP LOCKED))"
+                 "           RETURNING w.message_id, w.consumer, w.stream_id, w.partition_number, w.attempts)"
+                 "SELECT c.message_id, NULL::bigint, c.stream_id, c.partition_number, i.handler_name, i.message_type,"
+                 "       i.envelope, i.metadata, i.scope, c.attempts"
+                 "  FROM c JOIN bench.ib_cycle_inbox i ON i.message_id = c.message_id AND i.consumer = c.consumer",
+                 "WITH w AS (DELETE FROM bench.ib_cycle_work w WHERE w.consumer = '' AND w.message_id = ANY ($1::uuid[])"
+                 "           RETURNING w.message_id)"
+                 "DELETE FROM bench.ib_cycle_inbox i USING w WHERE i.consumer = '' AND i.message_id = w.message_id",
+                 false});
     return m;
 }
 
@@ -842,9 +863,23 @@ void write_markdown(const Options& o, const std::vector<CellResult>& rs, const s
         auto n = find_cell(rs, "cycle", "native", o.claim_rows);
         auto n2 = find_cell(rs, "cycle", "native2", o.claim_rows);
         auto s = find_cell(rs, "cycle", "sql", o.claim_rows);
+        auto l = find_cell(rs, "cycle", "sql_lease", o.claim_rows);
         md << "\n| ratio | msgs/s | server CPU per message (reference / native) |\n|---|---:|---:|\n"
            << "| native (one transaction) / (r) | " << ratio_text(n, s) << " | " << cpu_rel(n, s) << " |\n"
-           << "| native (a transaction each) / (r) | " << ratio_text(n2, s) << " | " << cpu_rel(n2, s) << " |\n";
+           << "| native (a transaction each) / (r) | " << ratio_text(n2, s) << " | " << cpu_rel(n2, s) << " |\n"
+           << "| native (a transaction each) / (l) | " << ratio_text(n2, l) << " | " << cpu_rel(n2, l) << " |\n";
+        // The lease store's targets (issue 11), each a throughput ratio.
+        auto target = [&](const char* what, const CellResult* a, const CellResult* b, double want) {
+            std::string v = "n/a | n/a";
+            if (a && b && b->ids_per_s > 0) {
+                const double q = a->ids_per_s / b->ids_per_s;
+                v = fmt("%.2f", q) + "x | " + (q >= want ? "met" : "missed");
+            }
+            targets.push_back({what, v + " | n/a | n/a"});
+        };
+        target("lease model (a transaction each) >= 2.0x (l) SQL lease model", n2, l, 2.0);
+        target("lease model (a transaction each) >= 0.9x (r) lock-in-transaction queue", n2, s, 0.9);
+        target("claim + complete in one transaction >= 1.2x (r) lock-in-transaction queue", n, s, 1.2);
         std::string v = "n/a | n/a | n/a | n/a";
         if (n && s) {
             double q = n->ids_per_s / s->ids_per_s;
