@@ -16,6 +16,8 @@
 #      transaction, and store_outbox_messages in a transaction: -M simple and -M extended succeed
 #      with every call's effect in the tables; -M prepared fails with pgbench's named prepared
 #      statements ("P_0"), which pgbouncer 1.18 does not track in transaction mode.
+#   e. idempotency keys in lease mode (begin, complete and replay by three clients) and in
+#      transaction mode, and CALL run_maintenance() (it commits inside the CALL).
 # Without pgbouncer (scripts/lib.sh installs it) it prints SKIP and exits 0. docs/operations.md
 # "Connection poolers" explains what works and why. Expects whizbang to be installed already.
 set -euo pipefail
@@ -342,6 +344,28 @@ prepared_error=$(grep -oE 'prepared statement "P_[0-9]+" (already exists|does no
 check_eq "pgbench -M prepared through transaction pooling fails with a prepared-statement error" "failed: yes" \
   "failed: $([ "${prepared%% *}" != "rc=0" ] && [ -n "$prepared_error" ] && echo yes || echo "no ($prepared, error: ${prepared_error:-none})")"
 echo "info pgbench -M prepared: ${prepared%% *}, $(grep -c 'aborted in command' "$work/pgbench-prepared.log" || true) of $BENCH_CLIENTS clients aborted; errors: $(sed -E 's/P_[0-9]+/P_n/g' <<<"$prepared_error" | tr ',' '\n' | sort -u | paste -sd ',')"
+
+# ----------------------------------------------------------------------------------------
+# e. Idempotency keys in both modes, and maintenance called by the application, through the
+#    pooler: each psql below is a client of its own, so nothing can come from a session.
+# ----------------------------------------------------------------------------------------
+# Lease mode: the claim commits on its own; the completion comes later, from another client.
+token=$(pooled psql -qXtA -v ON_ERROR_STOP=1 -c "SELECT token FROM whizbang.idempotency_begin('pool:test', 'lease-1')" 2>&1)
+check_eq "idempotency, lease mode: claimed by one client, completed by another, replayed to a third" \
+  "completed completed_duplicate {\"n\": 1}" \
+  "$(pooled psql -qXtA -v ON_ERROR_STOP=1 -c "SELECT whizbang.idempotency_complete('pool:test', 'lease-1', ${token:-0}, '{\"n\": 1}')" 2>&1) $(
+     pooled psql -qXtA -F ' ' -v ON_ERROR_STOP=1 -c "SELECT outcome, result FROM whizbang.idempotency_begin('pool:test', 'lease-1')" 2>&1)"
+# Transaction mode: claim, effect and completion in one transaction of one client.
+check_eq "idempotency, transaction mode: claim and completion in one transaction through the pooler" "completed" \
+  "$(pooled psql -qXtA -v ON_ERROR_STOP=1 2>&1 <<'SQL'
+BEGIN;
+SELECT token FROM whizbang.idempotency_begin('pool:test', 'tx-1') \gset
+SELECT whizbang.idempotency_complete('pool:test', 'tx-1', :token, '{"n": 2}');
+COMMIT;
+SQL
+)"
+check_eq "maintenance from the application: CALL run_maintenance() through the pooler" "ok" \
+  "$(pooled psql -qXtA -v ON_ERROR_STOP=1 -c "CALL whizbang.run_maintenance()" >/dev/null 2>"$work/maintenance.out" && echo ok || cat "$work/maintenance.out")"
 
 if [ "$FAILED" -ne 0 ]; then
   dump_logs
