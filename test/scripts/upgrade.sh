@@ -25,6 +25,16 @@ SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_argumen
   FROM pg_proc p WHERE p.pronamespace = 'whizbang'::regnamespace
 UNION ALL
 SELECT indexdef FROM pg_indexes WHERE schemaname = 'whizbang'
+UNION ALL
+-- The comments (what psql's describe commands show, DESIGN §3.7) must arrive with an update
+-- too: those of every object of the extension, and of every relation and column of the schema.
+SELECT format('comment on %s: %s', pg_describe_object(d.classoid, d.objoid, d.objsubid), d.description)
+  FROM pg_description d
+ WHERE (d.classoid = 'pg_class'::regclass
+        AND d.objoid IN (SELECT oid FROM pg_class WHERE relnamespace = 'whizbang'::regnamespace))
+    OR EXISTS (SELECT FROM pg_depend e
+                WHERE e.classid = d.classoid AND e.objid = d.objoid AND e.deptype = 'e'
+                  AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang'))
 ORDER BY 1;
 SQL
 }
@@ -82,7 +92,8 @@ objects upgraded >"$WORK/upgraded.txt"
 if ! diff -u "$WORK/fresh.txt" "$WORK/upgraded.txt"; then
   echo "the updated extension differs from a fresh install"; exit 1
 fi
-echo "ok: $(wc -l <"$WORK/fresh.txt") objects identical after updating $versions -> $target"
+echo "ok: $(wc -l <"$WORK/fresh.txt") objects identical after updating $versions -> $target," \
+     "$(grep -c '^comment on ' "$WORK/fresh.txt") of them comments"
 SH
 source scripts/lib.sh  # wb_free_port
 WORK="$work" pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$work/run.sh"
