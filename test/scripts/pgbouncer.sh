@@ -317,6 +317,9 @@ bench() {
   local mode=$1 before_inbox before_outbox rc=0 n_inbox n_outbox
   before_inbox=$(q "SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'bench'")
   before_outbox=$(q "SELECT count(*) FROM whizbang.wh_outbox")
+  # One thread per client: pgbench -M prepared prepares with a blocking call, and a thread
+  # blocked waiting for a server connection cannot finish the transactions its other clients
+  # hold open on all of them (with -j 2 the run hung until its timeout).
   pooled timeout 30 "$PGBENCH" -n -M "$mode" -c "$BENCH_CLIENTS" -j "$BENCH_CLIENTS" -t "$BENCH_TX" \
     -f "$work/store_inbox.sql" -f "$work/claim_complete.sql" -f "$work/store_outbox.sql" \
     >"$work/pgbench-$mode.log" 2>&1 || rc=$?
