@@ -1078,3 +1078,74 @@ COMMENT ON VIEW whizbang.stats IS
     'whizbang.stats() as a view: one row per metric, counted when read (docs/reference.md#stats).';
 COMMENT ON COLUMN whizbang.stats.metric IS 'Metric name, e.g. inbox_pending.';
 COMMENT ON COLUMN whizbang.stats.value IS 'A count, or seconds for the *_oldest_pending_seconds metrics.';
+
+-- ---------------------------------------------------------------------------------------
+-- Per-consumer operations: queues, peek, cancel_work (issue 13, item 7)
+-- ---------------------------------------------------------------------------------------
+-- stats()' work metrics per source and consumer, reading pending messages without leasing
+-- them, and cancelling pending messages (docs/reference.md, docs/inbox.md "Operating the
+-- queues"). All three are C functions (src/pg/queues.cpp, peek.cpp, work_outcomes.cpp).
+
+CREATE FUNCTION whizbang.queues(p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (source text, consumer text, pending bigint, leased bigint, scheduled bigint, dead_lettered bigint,
+               oldest_pending_seconds bigint)
+    AS 'MODULE_PATHNAME', 'wb_queues' LANGUAGE C STABLE ROWS 10
+    SET search_path = pg_catalog, pg_temp;
+
+CREATE VIEW whizbang.queues AS
+SELECT q.source, q.consumer, q.pending, q.leased, q.scheduled, q.dead_lettered, q.oldest_pending_seconds
+  FROM whizbang.queues() q;
+
+CREATE FUNCTION whizbang.peek(
+    p_source text DEFAULT NULL,
+    p_consumer text DEFAULT NULL,
+    p_limit integer DEFAULT 100,
+    p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (source text, message_id uuid, stream_id uuid, partition_number integer, handler_name text,
+               destination text, message_type text, envelope jsonb, metadata jsonb, scope jsonb, attempts integer,
+               consumer text, scheduled_for timestamptz, lease_expiry timestamptz, last_error text)
+    AS 'MODULE_PATHNAME', 'wb_peek' LANGUAGE C STABLE ROWS 100
+    SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION whizbang.cancel_work(
+    p_source text,
+    p_message_ids uuid[],
+    p_consumer text DEFAULT '',
+    p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (message_id uuid, outcome text)
+    AS 'MODULE_PATHNAME', 'wb_cancel_work' LANGUAGE C VOLATILE ROWS 100
+    SET search_path = pg_catalog, pg_temp;
+
+COMMENT ON FUNCTION whizbang.queues(timestamptz) IS
+    'Work per source and consumer at p_now: one row per (source, consumer) with unprocessed work or dead letters; '
+    'the outbox''s consumer is NULL. Counted as stats() counts (its per-source metrics are these rows'' sums). '
+    'Errors: 22004 NULL p_now, 22023 p_now not finite.';
+COMMENT ON VIEW whizbang.queues IS
+    'whizbang.queues() at now(): pending, leased, scheduled and dead-lettered messages per source and consumer. '
+    'SELECT DISTINCT consumer FROM whizbang.queues lists the consumers.';
+COMMENT ON COLUMN whizbang.queues.source IS 'inbox or outbox';
+COMMENT ON COLUMN whizbang.queues.consumer IS 'The inbox consumer (p_consumer of the inbox functions, '''' by default); NULL for the outbox, which has none';
+COMMENT ON COLUMN whizbang.queues.pending IS
+    'Messages due (scheduled_for <= now) and not under a live lease, rows waiting behind their stream''s head included';
+COMMENT ON COLUMN whizbang.queues.leased IS 'Messages under a live lease (lease_expiry > now): being handled';
+COMMENT ON COLUMN whizbang.queues.scheduled IS 'Messages not due yet and not leased: retries and future ScheduledFor';
+COMMENT ON COLUMN whizbang.queues.dead_lettered IS 'Rows of wh_dead_letters of this source and consumer';
+COMMENT ON COLUMN whizbang.queues.oldest_pending_seconds IS
+    'Seconds since the oldest pending message was stored (received_at, created_at), floored; 0 when none is pending';
+COMMENT ON FUNCTION whizbang.peek(text, text, integer, timestamptz) IS
+    'The pending messages (as queues() counts them) in the order claims take them, earliest due first and a stream''s '
+    'rows in arrival order, without leasing or locking them and without counting an attempt. p_source NULL: both; '
+    'p_consumer NULL: every consumer (it selects inbox rows only, as in claim_work); at most p_limit rows. '
+    'Errors: 22004 NULL p_limit or p_now, 22023 unknown p_source, p_limit < 1, p_consumer over 1024 bytes.';
+COMMENT ON FUNCTION whizbang.cancel_work(text, uuid[], text, timestamptz) IS
+    'Removes messages that are not being handled (pending, scheduled, or with a lapsed lease), work row and message; '
+    'the inbox''s dedup record stays, so a redelivery is a duplicate. One row per element, in input order: '
+    'cancelled; leased (under a live lease: unchanged, its holder completes or fails it); not_found (unknown, '
+    'completed, dead-lettered, another consumer''s, or cancelled earlier in the call). p_consumer is ignored for the '
+    'outbox. Errors: 22004 NULL p_source, p_consumer, p_now or element; 22023 unknown p_source; 2202E; 54000 over '
+    '1,000,000 ids.';
+
+REVOKE ALL ON FUNCTION whizbang.queues(timestamptz) FROM PUBLIC;
+REVOKE ALL ON whizbang.queues FROM PUBLIC;
+REVOKE ALL ON FUNCTION whizbang.peek(text, text, integer, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION whizbang.cancel_work(text, uuid[], text, timestamptz) FROM PUBLIC;

@@ -3,41 +3,31 @@
 // on a big dedup table the dedup_* metrics cost a scan of it.
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/queues.h"
 #include "pg/spi.h"
 
 namespace whizbang::pg {
 namespace {
 
-// The five work metrics of one source, as (metric, value) rows; `@` is the source's prefix.
-// pending: due and not under a live lease (includes rows waiting behind their stream's head);
-// leased: under a live lease; scheduled: not due yet (a retry, or ScheduledFor), not leased;
-// oldest_pending_seconds: how long the oldest pending message has been stored.
-std::string work_metrics(const char* source, const char* work, const char* messages, const char* stored_at,
-                         const char* join) {
+// The five work metrics of one source, as (metric, value) rows: the sums of its rows of `q`,
+// queues()' counts per (source, consumer) (queues.cpp has the definitions: pending, leased,
+// scheduled, dead-lettered, the oldest pending message's age), so the two always agree.
+std::string work_metrics(const char* source) {
     const std::string s(source);
-    return std::string("SELECT m.metric, m.value FROM (SELECT"
-                       "  pg_catalog.count(*) FILTER (WHERE w.scheduled_for OPERATOR(pg_catalog.<=) $1 AND NOT leased) AS pending,"
-                       "  pg_catalog.count(*) FILTER (WHERE leased) AS leased,"
-                       "  pg_catalog.count(*) FILTER (WHERE w.scheduled_for OPERATOR(pg_catalog.>) $1 AND NOT leased) AS scheduled,"
-                       "  COALESCE(pg_catalog.floor(pg_catalog.date_part('epoch', $1 OPERATOR(pg_catalog.-)"
-                       "      pg_catalog.min(m.") + stored_at + ") FILTER (WHERE w.scheduled_for OPERATOR(pg_catalog.<=) $1 AND NOT leased))),"
-                       "    0)::pg_catalog.int8 AS oldest"
-                       "  FROM (SELECT w.*, COALESCE(w.lease_expiry OPERATOR(pg_catalog.>) $1, false) AS leased"
-                       "          FROM " + work + " w WHERE w.processed_at IS NULL) w"
-                       "  JOIN " + messages + " m ON " + join + ") c"
-                       " CROSS JOIN LATERAL (VALUES ('" + s + "_pending', c.pending), ('" + s + "_leased', c.leased),"
-                       "   ('" + s + "_scheduled', c.scheduled),"
-                       "   ('" + s + "_dead_lettered', (SELECT pg_catalog.count(*) FROM whizbang.wh_dead_letters d"
-                       "                                 WHERE d.source OPERATOR(pg_catalog.=) '" + s + "')),"
-                       "   ('" + s + "_oldest_pending_seconds', c.oldest)) AS m(metric, value)";
+    return "SELECT m.metric, m.value FROM (SELECT"
+           "  COALESCE(pg_catalog.sum(q.pending), 0)::pg_catalog.int8 AS pending,"
+           "  COALESCE(pg_catalog.sum(q.leased), 0)::pg_catalog.int8 AS leased,"
+           "  COALESCE(pg_catalog.sum(q.scheduled), 0)::pg_catalog.int8 AS scheduled,"
+           "  COALESCE(pg_catalog.sum(q.dead_lettered), 0)::pg_catalog.int8 AS dead_lettered,"
+           "  COALESCE(pg_catalog.max(q.oldest_pending_seconds), 0)::pg_catalog.int8 AS oldest"
+           "  FROM q WHERE q.source OPERATOR(pg_catalog.=) '" + s + "') c"
+           " CROSS JOIN LATERAL (VALUES ('" + s + "_pending', c.pending), ('" + s + "_leased', c.leased),"
+           "   ('" + s + "_scheduled', c.scheduled), ('" + s + "_dead_lettered', c.dead_lettered),"
+           "   ('" + s + "_oldest_pending_seconds', c.oldest)) AS m(metric, value)";
 }
 
 CachedPlan stats_plan(
-    work_metrics("inbox", "whizbang.wh_inbox_work", "whizbang.wh_inbox", "received_at",
-                 "m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer") +
-        " UNION ALL " +
-        work_metrics("outbox", "whizbang.wh_outbox_work", "whizbang.wh_outbox", "created_at",
-                     "m.message_id OPERATOR(pg_catalog.=) w.message_id") +
+    "WITH q AS (" + queue_counts_sql() + ") " + work_metrics("inbox") + " UNION ALL " + work_metrics("outbox") +
         " UNION ALL "
         "SELECT m.metric, m.value FROM (SELECT pg_catalog.count(*) AS n,"
         "   COALESCE(pg_catalog.sum(observation_count OPERATOR(pg_catalog.-) 1 OPERATOR(pg_catalog.-) conflict_count), 0)::pg_catalog.int8 AS dup,"

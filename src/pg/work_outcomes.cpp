@@ -1,4 +1,5 @@
-// complete_work, fail_work, renew_leases, release_work: one outcome per named message.
+// complete_work, fail_work, renew_leases, release_work, cancel_work: one outcome per named
+// message.
 //
 // Each call locks the rows it names, sorted by message id (so overlapping calls wait for each
 // other at most), then decides per input element, in input order: not_found, lease_lost (the
@@ -21,7 +22,8 @@ namespace whizbang::pg {
 namespace {
 
 WorkPlan lock_named_plan = WorkPlan::replanned(
-    "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq, w.lease_expiry"
+    "  FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL"
     " ORDER BY w.message_id FOR UPDATE OF w",
@@ -76,6 +78,7 @@ struct Row {
     int attempts = 0;
     std::optional<core::Uuid> stream;
     int64_t seq = 0;
+    std::optional<TimestampTz> lease_expiry;
 };
 
 // The arguments every one of these functions takes, and the rows they name, locked.
@@ -90,13 +93,14 @@ struct Named {
     std::map<core::Uuid, Row> rows;
 };
 
+// `tokens_arg` < 0: the function takes no tokens (cancel_work).
 void read_named(FunctionCallInfo fcinfo, Named& n, int tokens_arg, bool tokens_required, int consumer_arg_no,
                 int now_arg) {
     n.source = *source_arg(fcinfo, 0, false);
     n.ids = uuid_array_arg(fcinfo, 1, "p_message_ids", false).value_or(std::vector<core::Uuid>{});
     if (tokens_required) require_not_null(fcinfo, tokens_arg, "p_lease_tokens");
     n.lease_required = tokens_required;
-    n.tokens = int8_array_arg(fcinfo, tokens_arg, "p_lease_tokens");
+    if (tokens_arg >= 0) n.tokens = int8_array_arg(fcinfo, tokens_arg, "p_lease_tokens");
     if (n.tokens) require_same_length(n.ids.size(), "p_message_ids", n.tokens->size(), "p_lease_tokens");
     // DESIGN §3.4: p_consumer is ignored for the outbox.
     if (n.source == Source::inbox) n.consumer = consumer_arg(fcinfo, consumer_arg_no);
@@ -120,6 +124,9 @@ void lock_named(Named& n) {
             row.stream = uuid_from_datum(stream);
             row.seq = DatumGetInt64(spi_value(r, 5, &isnull));
         }
+        bool no_expiry = false;
+        Datum expiry = spi_value(r, 6, &no_expiry);
+        if (!no_expiry) row.lease_expiry = DatumGetTimestampTz(expiry);
         n.rows[id] = row;
     }
 }
@@ -299,6 +306,34 @@ WB_FUNCTION(wb_release_work) {
     });
     if (!release.empty()) release_plan[n.source].execute({n.consumer_datum, uuid_array(release)});
     end_runs(n.source, runs, true);
+    spi.finish();
+    emit(fcinfo, n, outcomes);
+    return (Datum)0;
+}
+
+// cancel_work(p_source, p_message_ids, p_consumer, p_now): pending messages leave without
+// being handled, with their work row; the dedup record stays, so a redelivery is still a
+// duplicate. A row under a live lease is someone's work in progress: it answers `leased` and
+// stays (its holder completes or fails it; cancel it after the lease ends). A lapsed lease is
+// no lease, as for claims. Cancelling a stream's head makes the next row the head.
+WB_FUNCTION(wb_cancel_work) {
+    Named n;
+    read_named(fcinfo, n, -1, false, 2, 3);
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    SpiConnection spi;
+    lock_named(n);
+    std::vector<core::Uuid> cancelled;
+    // Not consuming: a leased id named twice is leased twice; a cancelled one is erased here, so
+    // a later mention of it finds nothing (`row` is not used after the erase).
+    auto outcomes = decide_all(n, false, [&](std::size_t i, Row& row) {
+        if (row.lease_expiry && *row.lease_expiry > n.now) return Outcome{"leased", std::nullopt};
+        cancelled.push_back(n.ids[i]);
+        n.rows.erase(n.ids[i]);
+        return Outcome{"cancelled", std::nullopt};
+    });
+    // Deleted also in debug_mode: a cancelled message was not completed.
+    if (!cancelled.empty())
+        delete_done_plans[static_cast<int>(n.source)].execute({n.consumer_datum, uuid_array(cancelled)});
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;

@@ -1,0 +1,77 @@
+// queues(p_now) (issue 13 item 7): stats()' work metrics per source and consumer.
+//
+// Each unprocessed work row joined with its message is pending (due, not under a live lease;
+// rows waiting behind their stream's head included), leased (lease_expiry > now) or scheduled
+// (not due yet, not leased): the definitions of stats(), which sums these rows per source
+// (stats.cpp), so the two cannot disagree. Outbox rows have no consumer: NULL, as claim_work
+// and wh_dead_letters give it.
+#include "pg/queues.h"
+
+#include "pg/args.h"
+#include "pg/spi.h"
+
+namespace whizbang::pg {
+namespace {
+
+// One source's work rows grouped by consumer; `consumer` is the column to report.
+std::string work_counts(const char* source, const char* work, const char* messages, const char* stored_at,
+                        const char* join, const char* consumer) {
+    const std::string pending = "w.scheduled_for OPERATOR(pg_catalog.<=) $1 AND NOT w.leased";
+    return std::string("SELECT '") + source + "'::pg_catalog.text AS source, " + consumer + " AS consumer,"
+           "  pg_catalog.count(*) FILTER (WHERE " + pending + ") AS pending,"
+           "  pg_catalog.count(*) FILTER (WHERE w.leased) AS leased,"
+           "  pg_catalog.count(*) FILTER (WHERE w.scheduled_for OPERATOR(pg_catalog.>) $1 AND NOT w.leased) AS scheduled,"
+           "  0::pg_catalog.int8 AS dead_lettered,"
+           "  pg_catalog.min(m." + stored_at + ") FILTER (WHERE " + pending + ") AS oldest"
+           "  FROM (SELECT w.*, COALESCE(w.lease_expiry OPERATOR(pg_catalog.>) $1, false) AS leased"
+           "          FROM " + work + " w WHERE w.processed_at IS NULL) w"
+           "  JOIN " + messages + " m ON " + join +
+           " GROUP BY w.consumer";
+}
+
+}  // namespace
+
+std::string queue_counts_sql() {
+    return "SELECT c.source, c.consumer,"
+           "  pg_catalog.sum(c.pending)::pg_catalog.int8 AS pending,"
+           "  pg_catalog.sum(c.leased)::pg_catalog.int8 AS leased,"
+           "  pg_catalog.sum(c.scheduled)::pg_catalog.int8 AS scheduled,"
+           "  pg_catalog.sum(c.dead_lettered)::pg_catalog.int8 AS dead_lettered,"
+           "  COALESCE(pg_catalog.floor(pg_catalog.date_part('epoch', $1 OPERATOR(pg_catalog.-) pg_catalog.min(c.oldest))),"
+           "           0)::pg_catalog.int8 AS oldest_pending_seconds"
+           " FROM (" +
+           work_counts("inbox", "whizbang.wh_inbox_work", "whizbang.wh_inbox", "received_at",
+                       "m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer",
+                       "w.consumer::pg_catalog.text") +
+           " UNION ALL " +
+           work_counts("outbox", "whizbang.wh_outbox_work", "whizbang.wh_outbox", "created_at",
+                       "m.message_id OPERATOR(pg_catalog.=) w.message_id",
+                       "NULL::pg_catalog.text COLLATE pg_catalog.\"C\"") +
+           " UNION ALL "
+           "SELECT d.source, d.consumer::pg_catalog.text, 0, 0, 0, pg_catalog.count(*), NULL::pg_catalog.timestamptz"
+           "  FROM whizbang.wh_dead_letters d GROUP BY d.source, d.consumer) c"
+           " GROUP BY c.source, c.consumer"
+           " ORDER BY c.source, c.consumer";
+}
+
+namespace {
+CachedPlan queues_plan(queue_counts_sql(), {TIMESTAMPTZOID});
+}  // namespace
+
+}  // namespace whizbang::pg
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// queues(p_now) RETURNS TABLE(source, consumer, pending, leased, scheduled, dead_lettered,
+// oldest_pending_seconds)
+WB_FUNCTION(wb_queues) {
+    const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    SpiConnection spi;
+    uint64 rows = queues_plan.execute({TimestampTzGetDatum(now)});
+    spi_rows_to_result(rsinfo, rows);
+    spi.finish();
+    return (Datum)0;
+}
