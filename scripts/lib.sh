@@ -11,6 +11,7 @@ WB_PACKAGES=(
   clang libclang-rt-dev  # libFuzzer for the fuzz targets (scripts/fuzz)
   pgbouncer  # test/scripts/pgbouncer.sh: the examples and pgbench through transaction pooling
   nodejs npm  # test/scripts/node_worker.sh: examples/node/inbox_worker.js (pg from npm)
+  "postgresql-$WB_PG_MAJOR-cron"  # test/scripts/pg_cron.sh: pg_cron scheduling CALL whizbang.run_maintenance()
   prometheus-postgres-exporter  # test/scripts/prometheus_exporter.sh: contrib/prometheus/whizbang_queries.yaml
 )
 
