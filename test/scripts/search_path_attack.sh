@@ -319,6 +319,21 @@ SELECT * FROM whizbang.fail_work('outbox', '{${P}4000000-0000-7000-8000-00000000
     NULL, '{false}');
 SELECT message_id FROM whizbang.claim_work('$C', NULL, p_max_rows => 10, p_lease_seconds => 1);
 
+-- per-consumer operations (0.5.0): counts, peek, cancel (a pending, a leased and an unknown id)
+SELECT * FROM whizbang.queues;
+SELECT * FROM whizbang.queues(pg_catalog.now() OPERATOR(pg_catalog.+) '1 hour'::pg_catalog.interval);
+SELECT * FROM whizbang.store_inbox_messages('[
+  {"MessageId": "${P}5000000-0000-7000-8000-000000000001", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "StreamId": "${P}5100000-0000-7000-8000-000000000001"},
+  {"MessageId": "${P}5000000-0000-7000-8000-000000000002", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "StreamId": "${P}5100000-0000-7000-8000-000000000001"}]', p_consumer => 'q$P');
+SELECT message_id FROM whizbang.peek();
+SELECT message_id FROM whizbang.peek('inbox', 'q$P', 10, pg_catalog.now() OPERATOR(pg_catalog.+) '1 hour'::pg_catalog.interval);
+SELECT message_id FROM whizbang.peek('outbox');
+SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_max_rows => 1, p_max_per_stream => 1, p_consumer => 'q$P');
+SELECT * FROM whizbang.cancel_work('inbox', '{${P}5000000-0000-7000-8000-000000000002,${P}5000000-0000-7000-8000-000000000001,${P}5000000-0000-7000-8000-000000000009}', 'q$P');
+SELECT * FROM whizbang.cancel_work('outbox', '{${P}4000000-0000-7000-8000-000000000003}');
+
 -- idempotency keys: policy, claim, busy, complete, duplicate, conflict, release, old ones
 INSERT INTO whizbang.wh_idempotency_policies (scope, default_result_ttl) VALUES ('s$P', '1 hour');
 SELECT * FROM whizbang.idempotency_policy('s$P');
