@@ -81,6 +81,7 @@ INSERT INTO wb_outcomes VALUES
     ('fail_work', '{retry_scheduled,dead_lettered,not_found,lease_lost}'),
     ('renew_leases', '{renewed,not_found,lease_lost}'),
     ('release_work', '{released,not_found,lease_lost}'),
+    ('cancel_work', '{cancelled,leased,not_found}'),
     ('perform_maintenance', '{ok,skipped,purge_old_deduplication,purge_expired_idempotency,purge_dead_letters,purge_processed}'),
     ('run_maintenance', '{ok,skipped}'),
     ('stats', '{pending,leased,scheduled,dead_lettered,oldest_pending_seconds,dedup_rows,dedup_duplicates_observed,'
