@@ -20,48 +20,49 @@ namespace {
 
 // One source's unfinished rows with their message and ready time (the pending filter comes
 // after the window: an older row that is leased or not due still holds its followers back).
-// `message_join` joins the message table as `m`; `columns` are the message columns in peek's
-// order (handler_name, destination, message_type, envelope, metadata, scope); `consumer` is the
-// column to report; `by_consumer`: $3 selects rows (inbox only, as in claim_work).
-std::string unfinished_rows(const char* source, const std::string& work, const char* message_join,
-                         const char* columns, const char* consumer, bool by_consumer) {
-    return std::string("SELECT '") + source + "'::pg_catalog.text AS source, w.message_id, w.stream_id,"
-           " w.partition_number, " + columns + ", w.attempts, " + consumer + " AS consumer, w.scheduled_for,"
-           " w.lease_expiry, w.last_error, w.ready, w.stream_seq"
-           " FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
-           "              ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.consumer, w.stream_id"
-           "                                                        ORDER BY w.stream_seq) END AS ready"
-           "         FROM " + work + " w"
-           "        WHERE w.processed_at IS NULL"
-           "          AND ($2::pg_catalog.text IS NULL OR $2 OPERATOR(pg_catalog.=) '" + source + "')" +
-           (by_consumer ? " AND ($3::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $3)" : "") +
-           "      ) w"
-           " JOIN " + message_join;
+// $2 (the consumer, NULL: all) selects inbox rows only, as in claim_work.
+const std::string inbox_rows =
+    "SELECT 'inbox'::pg_catalog.text AS source, w.message_id, w.stream_id, w.partition_number, m.handler_name,"
+    "       NULL::pg_catalog.text AS destination, m.message_type, m.envelope, m.metadata, m.scope, w.attempts,"
+    "       w.consumer::pg_catalog.text AS consumer, w.scheduled_for, w.lease_expiry, w.last_error, w.ready,"
+    "       w.stream_seq"
+    "  FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
+    "               ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.consumer, w.stream_id"
+    "                                                         ORDER BY w.stream_seq) END AS ready"
+    "          FROM whizbang.wh_inbox_work w"
+    "         WHERE w.processed_at IS NULL"
+    "           AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)) w"
+    "  JOIN whizbang.wh_inbox m"
+    "    ON m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer";
+const std::string outbox_rows =
+    "SELECT 'outbox'::pg_catalog.text AS source, w.message_id, w.stream_id, w.partition_number,"
+    "       NULL::pg_catalog.text AS handler_name, m.destination, m.message_type, m.event_data AS envelope,"
+    "       m.metadata, m.scope, w.attempts, NULL::pg_catalog.text COLLATE pg_catalog.\"C\" AS consumer,"
+    "       w.scheduled_for, w.lease_expiry, w.last_error, w.ready, w.stream_seq"
+    "  FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
+    "               ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.stream_id ORDER BY w.stream_seq)"
+    "               END AS ready"
+    "          FROM whizbang.wh_outbox_work w WHERE w.processed_at IS NULL) w"
+    "  JOIN whizbang.wh_outbox m ON m.message_id OPERATOR(pg_catalog.=) w.message_id";
+
+// The pending rows of `rows` in claim order. $1 now, $2 consumer, $3 limit. One statement per
+// source selection, so a role granted one source's tables can peek at that source.
+std::string peek_sql(const std::string& rows) {
+    return "SELECT p.source, p.message_id, p.stream_id, p.partition_number, p.handler_name, p.destination,"
+           "       p.message_type, p.envelope, p.metadata, p.scope, p.attempts, p.consumer, p.scheduled_for,"
+           "       p.lease_expiry, p.last_error"
+           "  FROM (" + rows + ") p"
+           " WHERE p.scheduled_for OPERATOR(pg_catalog.<=) $1"
+           "   AND (p.lease_expiry IS NULL OR p.lease_expiry OPERATOR(pg_catalog.<=) $1)"
+           " ORDER BY p.ready, p.source, p.consumer, p.stream_id, p.stream_seq, p.message_id"
+           " LIMIT $3";
 }
 
-// $1 now, $2 source (NULL: both), $3 consumer (NULL: all; inbox rows only), $4 limit.
-CachedPlan peek_plan(
-    "SELECT p.source, p.message_id, p.stream_id, p.partition_number, p.handler_name, p.destination,"
-    "       p.message_type, p.envelope, p.metadata, p.scope, p.attempts, p.consumer, p.scheduled_for,"
-    "       p.lease_expiry, p.last_error"
-    "  FROM (" +
-        unfinished_rows("inbox", "whizbang.wh_inbox_work",
-                     "whizbang.wh_inbox m ON m.message_id OPERATOR(pg_catalog.=) w.message_id"
-                     " AND m.consumer OPERATOR(pg_catalog.=) w.consumer",
-                     "m.handler_name, NULL::pg_catalog.text AS destination, m.message_type, m.envelope, m.metadata,"
-                     " m.scope",
-                     "w.consumer::pg_catalog.text", true) +
-        " UNION ALL " +
-        unfinished_rows("outbox", "whizbang.wh_outbox_work",
-                     "whizbang.wh_outbox m ON m.message_id OPERATOR(pg_catalog.=) w.message_id",
-                     "NULL::pg_catalog.text, m.destination, m.message_type, m.event_data, m.metadata, m.scope",
-                     "NULL::pg_catalog.text COLLATE pg_catalog.\"C\"", false) +
-        ") p"
-    " WHERE p.scheduled_for OPERATOR(pg_catalog.<=) $1"
-    "   AND (p.lease_expiry IS NULL OR p.lease_expiry OPERATOR(pg_catalog.<=) $1)"
-    " ORDER BY p.ready, p.source, p.consumer, p.stream_id, p.stream_seq, p.message_id"
-    " LIMIT $4",
-    {TIMESTAMPTZOID, TEXTOID, TEXTOID, INT4OID});
+// Indexed by Source; [2]: both sources.
+CachedPlan peek_plans[3] = {
+    CachedPlan(peek_sql(inbox_rows), {TIMESTAMPTZOID, TEXTOID, INT4OID}),
+    CachedPlan(peek_sql(outbox_rows), {TIMESTAMPTZOID, TEXTOID, INT4OID}),
+    CachedPlan(peek_sql(inbox_rows + " UNION ALL " + outbox_rows), {TIMESTAMPTZOID, TEXTOID, INT4OID})};
 
 }  // namespace
 }  // namespace whizbang::pg
@@ -81,10 +82,9 @@ WB_FUNCTION(wb_peek) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
-    const char nulls[] = {' ', source ? ' ' : 'n', consumer ? ' ' : 'n', ' ', '\0'};
-    uint64 rows = peek_plan.execute({TimestampTzGetDatum(now), source ? text_datum(source_name(*source)) : (Datum)0,
-                                     consumer ? text_datum(*consumer) : (Datum)0, Int32GetDatum(limit)},
-                                    nulls);
+    const char nulls[] = {' ', consumer ? ' ' : 'n', ' ', '\0'};
+    uint64 rows = peek_plans[source ? static_cast<int>(*source) : 2].execute(
+        {TimestampTzGetDatum(now), consumer ? text_datum(*consumer) : (Datum)0, Int32GetDatum(limit)}, nulls);
     spi_rows_to_result(rsinfo, rows);
     spi.finish();
     return (Datum)0;

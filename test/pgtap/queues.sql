@@ -7,7 +7,7 @@
 -- others use explicit p_now values around T0 = 2030-01-01 00:00:00 UTC. Every section has its
 -- own consumers.
 BEGIN;
-SELECT plan(52);
+SELECT plan(56);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -283,6 +283,28 @@ SELECT pg_temp.fails($$SELECT * FROM whizbang.cancel_work('inbox', pg_temp.ids('
                      'cancel_work: a p_consumer of 1025 bytes');
 SELECT pg_temp.fails($$SELECT * FROM whizbang.cancel_work('inbox', pg_temp.ids('{57}'), 'pk', NULL)$$, '22004',
                      'cancel_work: NULL p_now');
+
+-- ---------------------------------------------------------------------------------------
+-- 4. Grants: a role granted the inbox's tables only peeks and cancels in the inbox
+-- ---------------------------------------------------------------------------------------
+
+CREATE ROLE wb_test_inbox_operator NOLOGIN;
+GRANT USAGE ON SCHEMA whizbang TO wb_test_inbox_operator;
+GRANT EXECUTE ON FUNCTION whizbang.peek(text, text, integer, timestamptz),
+                          whizbang.cancel_work(text, uuid[], text, timestamptz),
+                          whizbang.queues(timestamptz) TO wb_test_inbox_operator;
+GRANT SELECT ON whizbang.wh_inbox, whizbang.wh_inbox_work TO wb_test_inbox_operator;
+GRANT UPDATE, DELETE ON whizbang.wh_inbox_work TO wb_test_inbox_operator;
+GRANT DELETE ON whizbang.wh_inbox TO wb_test_inbox_operator;
+SET LOCAL ROLE wb_test_inbox_operator;
+SELECT is(ARRAY(SELECT message_id FROM whizbang.peek('inbox', 'pk', 1, '2030-01-01 00:10:00+00')), pg_temp.ids('{55}'),
+          'grants: peek(''inbox'') needs the inbox''s tables only');
+SELECT results_eq($$SELECT outcome FROM whizbang.cancel_work('inbox', pg_temp.ids('{55}'), 'pk', '2030-01-01 00:10:00+00')$$,
+    $$VALUES ('cancelled')$$, 'grants: cancel_work(''inbox'') needs SELECT, UPDATE, DELETE on the inbox''s tables only');
+SELECT throws_ok($$SELECT * FROM whizbang.peek(NULL, 'pk')$$, '42501', NULL,
+                 'grants: peek of both sources needs the outbox''s tables too (42501)');
+SELECT throws_ok($$SELECT * FROM whizbang.queues$$, '42501', NULL, 'grants: the queues view needs SELECT on it (42501)');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;
