@@ -8,6 +8,10 @@ WB_PACKAGES=(
   "postgresql-$WB_PG_MAJOR" "postgresql-server-dev-$WB_PG_MAJOR" postgresql-common
   "postgresql-$WB_PG_MAJOR-pgtap" libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libgtest-dev libbenchmark-dev python3 python3-psycopg2
+)
+# What only the test suites use (scripts/test sets WB_WITH_TEST_PACKAGES=1): the demo and the
+# benchmarks do not install a pooler, node or an exporter on a user's machine.
+WB_TEST_PACKAGES=(
   clang libclang-rt-dev  # libFuzzer for the fuzz targets (scripts/fuzz)
   pgbouncer  # test/scripts/pgbouncer.sh: the examples and pgbench through transaction pooling
   nodejs npm  # test/scripts/node_worker.sh: examples/node/inbox_worker.js (pg from npm)
@@ -33,7 +37,9 @@ wb_installed_packages() {
 wb_ensure_packages() {
   local missing=() p installed
   installed=$(wb_installed_packages)
-  for p in "${WB_PACKAGES[@]}"; do
+  local wanted=("${WB_PACKAGES[@]}")
+  [ "${WB_WITH_TEST_PACKAGES:-0}" = 1 ] && wanted+=("${WB_TEST_PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     grep -qxF -- "$p" <<<"$installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
