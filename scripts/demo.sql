@@ -87,5 +87,7 @@ SELECT task_name, rows_affected, status FROM whizbang.perform_maintenance(now() 
 SELECT message_id, consumer FROM whizbang.wh_message_deduplication ORDER BY message_id;
 \echo '== what is where now'
 SELECT * FROM whizbang.stats WHERE value <> 0;
+-- the same per source and consumer (0.5.0)
+SELECT source, consumer, pending, leased, scheduled, dead_lettered FROM whizbang.queues ORDER BY 1, 2;
 
 \echo 'demo finished: duplicates were rejected, the stream was handed out in order, the event left with its order.'
