@@ -4,6 +4,8 @@
 #   check_eq "description" expected actual
 #   FAILED                                            how many checks failed so far
 #   wb_python                                         sets PY to a python3 that has psycopg2
+#   stop_pids_and_remove DIR                          stops what is still running of the pids
+#                                                     array and removes DIR (an EXIT trap)
 FAILED=0
 check() {
   local got
@@ -21,4 +23,11 @@ wb_python() {
   done
   echo "no python3 with psycopg2 found (Debian: python3-psycopg2)"
   return 1
+}
+stop_pids_and_remove() {
+  local p
+  for p in "${pids[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
+  done
+  rm -rf "$1"
 }

@@ -31,14 +31,7 @@ wb_python || exit 1
 WORKER=examples/inbox_worker.py
 work=$(mktemp -d /tmp/whizbang-inbox-worker.XXXXXX)
 pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_pids_and_remove "$work"' EXIT
 
 
 psql -qX -v ON_ERROR_STOP=1 <<'SQL'

@@ -56,14 +56,7 @@ source test/lib/checks.sh  # check, check_eq, FAILED
 WORKER=examples/node/inbox_worker.js
 work=$(mktemp -d /tmp/whizbang-node-worker.XXXXXX)
 pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_pids_and_remove "$work"' EXIT
 
 # 2^53 + 1: every lease token from here on is above Number.MAX_SAFE_INTEGER.
 psql -qX -v ON_ERROR_STOP=1 <<'SQL'

@@ -47,14 +47,7 @@ RELAY=examples/outbox_relay.py
 TRANSPORT=(--transport-table outbox_demo_effects)
 work=$(mktemp -d /tmp/whizbang-outbox-e2e.XXXXXX)
 pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
-  done
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'stop_pids_and_remove "$work"' EXIT
 
 q() { psql -qXtA -v ON_ERROR_STOP=1 -c "$1"; }
 # summary FILES KEY...: "key=value ..." from the last JSON line of each file (comma-separated
