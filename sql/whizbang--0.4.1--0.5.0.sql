@@ -465,3 +465,36 @@ REVOKE ALL ON FUNCTION whizbang.queues(timestamptz) FROM PUBLIC;
 REVOKE ALL ON whizbang.queues FROM PUBLIC;
 REVOKE ALL ON FUNCTION whizbang.peek(text, text, integer, timestamptz) FROM PUBLIC;
 REVOKE ALL ON FUNCTION whizbang.cancel_work(text, uuid[], text, timestamptz) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------
+-- Live leases (DESIGN §3.8 whizbang.leases), for operators: who holds what, until when
+-- ---------------------------------------------------------------------------------------
+
+-- Leases live in the work rows (the row lease store); a lapsed lease is listed until the row is
+-- handed out again, completed, failed or released, since its token still completes the row
+-- (DESIGN §3.4). Rows stored pre-leased and not handed back yet are listed too.
+CREATE VIEW whizbang.leases AS
+SELECT 'inbox'::text AS source, w.consumer::text AS consumer, w.message_id, w.stream_id,
+       w.lease_instance AS instance_id, w.lease_token, w.lease_expiry, w.attempts
+  FROM whizbang.wh_inbox_work w
+ WHERE w.lease_token IS NOT NULL AND w.processed_at IS NULL
+UNION ALL
+SELECT 'outbox'::text, NULL::text, o.message_id, o.stream_id, o.lease_instance, o.lease_token, o.lease_expiry,
+       o.attempts
+  FROM whizbang.wh_outbox_work o
+ WHERE o.lease_token IS NOT NULL AND o.processed_at IS NULL;
+
+COMMENT ON VIEW whizbang.leases IS
+    'Every lease held on inbox and outbox work: holder instance, fencing token, expiry. A lease whose expiry has '
+    'passed is listed until the message is handed out again or finished (its token still completes it); live ones '
+    'are WHERE lease_expiry > now().';
+COMMENT ON COLUMN whizbang.leases.source IS 'inbox or outbox';
+COMMENT ON COLUMN whizbang.leases.consumer IS 'The inbox consumer; NULL for the outbox, which has none';
+COMMENT ON COLUMN whizbang.leases.message_id IS 'The leased message';
+COMMENT ON COLUMN whizbang.leases.stream_id IS 'Its stream, NULL when it has none';
+COMMENT ON COLUMN whizbang.leases.instance_id IS 'The holder: p_instance_id of the claim (or of the pre-leasing store)';
+COMMENT ON COLUMN whizbang.leases.lease_token IS 'The fencing token the holder must pass to complete, fail, renew or release it';
+COMMENT ON COLUMN whizbang.leases.lease_expiry IS 'When the lease lapses; after it another claim may take the message';
+COMMENT ON COLUMN whizbang.leases.attempts IS 'Deliveries so far, this one included';
+
+REVOKE ALL ON whizbang.leases FROM PUBLIC;

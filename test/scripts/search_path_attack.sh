@@ -322,6 +322,7 @@ SELECT message_id FROM whizbang.claim_work('$C', NULL, p_max_rows => 10, p_lease
 -- per-consumer operations (0.5.0): counts, peek, cancel (a pending, a leased and an unknown id)
 SELECT * FROM whizbang.queues;
 SELECT * FROM whizbang.queues(pg_catalog.now() OPERATOR(pg_catalog.+) '1 hour'::pg_catalog.interval);
+SELECT pg_catalog.count(*) FROM whizbang.leases;
 SELECT * FROM whizbang.store_inbox_messages('[
   {"MessageId": "${P}5000000-0000-7000-8000-000000000001", "HandlerName": "h", "MessageType": "t", "Envelope": {},
    "StreamId": "${P}5100000-0000-7000-8000-000000000001"},
