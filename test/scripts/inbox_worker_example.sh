@@ -57,21 +57,7 @@ SELECT message_id AS redelivered FROM whizbang.wh_inbox WHERE envelope->>'accoun
 SELECT outcome FROM whizbang.inbox_receive(jsonb_build_array(jsonb_build_object(
     'MessageId', :'redelivered', 'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
     'Envelope', (SELECT envelope FROM whizbang.wh_inbox WHERE message_id = :'redelivered'))));
-SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000100', 'StreamId', :'s1',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-1", "seq": 100, "amount": 0, "fail": true}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000101', 'StreamId', :'s1',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-1", "seq": 101, "amount": 101}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000102',
-                     'HandlerName', 'no.such.handler', 'MessageType', 'Unknown', 'Envelope', '{}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000200', 'StreamId', :'s2',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-2", "seq": 200, "amount": 200, "sleep": 3}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000201', 'StreamId', :'s2',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-2", "seq": 201, "amount": 201}'::jsonb)));
+\i test/lib/worker_trouble_batch.sql
 SQL
 check_eq "inbox_receive of a stored id: duplicate; store_inbox_messages: 5 new" "duplicate
 5" "$(cat "$work/store.out")"

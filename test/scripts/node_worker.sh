@@ -94,21 +94,7 @@ check_eq "a JS array passed without JSON.stringify is refused" "invalid input sy
 psql -qXtA -v ON_ERROR_STOP=1 <<'SQL' >"$work/store.out"
 SELECT stream_id AS s1 FROM whizbang.wh_inbox WHERE envelope->>'account' = 'acct-1' LIMIT 1 \gset
 SELECT stream_id AS s2 FROM whizbang.wh_inbox WHERE envelope->>'account' = 'acct-2' LIMIT 1 \gset
-SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000100', 'StreamId', :'s1',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-1", "seq": 100, "amount": 0, "fail": true}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000101', 'StreamId', :'s1',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-1", "seq": 101, "amount": 101}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000102',
-                     'HandlerName', 'no.such.handler', 'MessageType', 'Unknown', 'Envelope', '{}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000200', 'StreamId', :'s2',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-2", "seq": 200, "amount": 200, "sleep": 3}'::jsonb),
-  jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000201', 'StreamId', :'s2',
-                     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
-                     'Envelope', '{"account": "acct-2", "seq": 201, "amount": 201}'::jsonb)));
+\i test/lib/worker_trouble_batch.sql
 SQL
 check_eq "store_inbox_messages by SQL: 5 new" "5" "$(cat "$work/store.out")"
 
