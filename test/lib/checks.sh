@@ -6,6 +6,7 @@
 #   wb_python                                         sets PY to a python3 that has psycopg2
 #   stop_pids_and_remove DIR                          stops what is still running of the pids
 #                                                     array and removes DIR (an EXIT trap)
+#   summary FILES KEY...                              totals from the examples' JSON count lines
 FAILED=0
 check() {
   local got
@@ -30,4 +31,23 @@ stop_pids_and_remove() {
     if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; fi
   done
   rm -rf "$1"
+}
+
+# summary FILES KEY... (after wb_python): "key=value ..." from the last JSON line of each file
+# (a comma-separated list), numbers summed over the files; a dotted key reads a nested object.
+summary() {
+  "$PY" - "$@" <<'PY'
+import json, sys
+paths, keys = sys.argv[1].split(","), sys.argv[2:]
+total = dict.fromkeys(keys, 0)
+for path in paths:
+    lines = [l for l in open(path) if l.strip().startswith("{")]
+    d = json.loads(lines[-1]) if lines else {}
+    for k in keys:
+        v = d
+        for part in k.split("."):
+            v = v.get(part, 0) if isinstance(v, dict) else 0
+        total[k] += v
+print(" ".join("%s=%s" % (k, total[k]) for k in keys))
+PY
 }

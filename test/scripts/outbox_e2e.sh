@@ -40,7 +40,7 @@ fi
 # ----------------------------------------------------------------------------------------
 # Inside the cluster (PG* variables point at it)
 # ----------------------------------------------------------------------------------------
-source test/lib/checks.sh  # check, check_eq, FAILED, wb_python
+source test/lib/checks.sh  # check, check_eq, FAILED, wb_python, summary
 wb_python || exit 1
 
 RELAY=examples/outbox_relay.py
@@ -50,24 +50,6 @@ pids=()
 trap 'stop_pids_and_remove "$work"' EXIT
 
 q() { psql -qXtA -v ON_ERROR_STOP=1 -c "$1"; }
-# summary FILES KEY...: "key=value ..." from the last JSON line of each file (comma-separated
-# list), numbers summed over the files; a dotted key reads a nested object (outcomes.new).
-summary() {
-  "$PY" - "$@" <<'PY'
-import json, sys
-paths, keys = sys.argv[1].split(","), sys.argv[2:]
-total = dict.fromkeys(keys, 0)
-for path in paths:
-    lines = [l for l in open(path) if l.strip().startswith("{")]
-    d = json.loads(lines[-1]) if lines else {}
-    for k in keys:
-        v = d
-        for part in k.split("."):
-            v = v.get(part, 0) if isinstance(v, dict) else 0
-        total[k] += v
-print(" ".join("%s=%s" % (k, total[k]) for k in keys))
-PY
-}
 wait_for() {  # wait_for SECONDS "SQL returning true": polls every 0.1 s; returns 1 on timeout
   local deadline=$((SECONDS + $1))
   while [ "$(q "$2")" != "t" ]; do

@@ -37,7 +37,7 @@ fi
 # ----------------------------------------------------------------------------------------
 # Inside the cluster (PG* variables point at it)
 # ----------------------------------------------------------------------------------------
-source test/lib/checks.sh  # check, check_eq, FAILED, wb_python
+source test/lib/checks.sh  # check, check_eq, FAILED, wb_python, summary
 wb_python || exit 1
 PATH=$PATH:/usr/sbin  # Debian installs pgbouncer there
 PGBENCH="$(dirname "$(wb_pg_config)")/pgbench"
@@ -63,21 +63,6 @@ POOLED=(env PGHOST=127.0.0.1 PGPORT="$BOUNCER_PORT")
 pooled() { "${POOLED[@]}" "$@"; }
 q() { psql -qXtA -v ON_ERROR_STOP=1 -c "$1"; }
 admin() { pooled psql -qXtA -F ' ' -d pgbouncer -c "$1"; }  # pgbouncer's admin console
-# summary FILES KEY...: "key=value ..." from the last JSON line of each file (comma-separated
-# list), numbers summed over the files.
-summary() {
-  "$PY" - "$@" <<'PY'
-import json, sys
-paths, keys = sys.argv[1].split(","), sys.argv[2:]
-total = dict.fromkeys(keys, 0)
-for path in paths:
-    lines = [l for l in open(path) if l.strip().startswith("{")]
-    d = json.loads(lines[-1]) if lines else {}
-    for k in keys:
-        total[k] += d.get(k, 0)
-print(" ".join("%s=%s" % (k, total[k]) for k in keys))
-PY
-}
 dump_logs() {
   local f
   for f in "$work"/*.log "$work"/*.json "$work"/*.out; do [ -e "$f" ] && { echo "---- $(basename "$f")"; tail -n 40 "$f"; }; done
