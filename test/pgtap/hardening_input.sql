@@ -173,12 +173,13 @@ SELECT is((SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(11)), NULL,
                                                               '2000-01-01 00:00:00Z', '2030-01-01 00:00:00Z', p_consumer => 'pre')),
           1::bigint, 'e: without p_instance_id, p_lease_expiry is ignored as documented');
-SELECT is((SELECT lease_expiry FROM whizbang.wh_inbox_work WHERE consumer = 'pre'), NULL,
+SELECT is((SELECT count(*) FROM whizbang.leases WHERE source = 'inbox' AND consumer = 'pre'), 0::bigint,
           'e: and the message is stored unleased');
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(12)), 'a0000000-0000-4000-8000-000000000001',
                                                               '2030-01-01 00:00:00.000001Z', '2030-01-01 00:00:00Z', p_consumer => 'pre')),
           1::bigint, 'e: a pre-lease ending after p_now is taken');
-SELECT is((SELECT lease_expiry FROM whizbang.wh_inbox_work WHERE consumer = 'pre' AND message_id = '00000000-0000-4000-8000-00000000000c'),
+SELECT is((SELECT lease_expiry FROM whizbang.leases
+            WHERE source = 'inbox' AND consumer = 'pre' AND message_id = '00000000-0000-4000-8000-00000000000c'),
           '2030-01-01 00:00:00.000001Z'::timestamptz, 'e: and stored with its lease');
 
 -- f. NULL p_message_ids -------------------------------------------------------------------

@@ -281,10 +281,11 @@ SELECT results_eq(
         'a0000000-0000-4000-8000-00000000000a', '2030-01-01 00:10:00+00', '2030-01-01 00:00:00+00', 10000, 'pre')$$,
     $$VALUES (pg_temp.id(61), true), (pg_temp.id(62), true)$$,
     'pre-leased: stored for instance a');
-UPDATE pre_token SET token = (SELECT lease_token FROM whizbang.wh_inbox_work WHERE consumer = 'pre' AND message_id = pg_temp.id(61));
+UPDATE pre_token SET token = (SELECT lease_token FROM whizbang.leases
+                                WHERE source = 'inbox' AND consumer = 'pre' AND message_id = pg_temp.id(61));
 SELECT results_eq(
-    $$SELECT message_id, attempts, lease_instance, lease_token IS NOT NULL, lease_token = (SELECT token FROM pre_token),
-             lease_expiry FROM whizbang.wh_inbox_work WHERE consumer = 'pre' ORDER BY message_id$$,
+    $$SELECT message_id, attempts, instance_id, lease_token IS NOT NULL, lease_token = (SELECT token FROM pre_token),
+             lease_expiry FROM whizbang.leases WHERE source = 'inbox' AND consumer = 'pre' ORDER BY message_id$$,
     $$VALUES (pg_temp.id(61), 0, 'a0000000-0000-4000-8000-00000000000a'::uuid, true, true, '2030-01-01 00:10:00+00'::timestamptz),
              (pg_temp.id(62), 0, 'a0000000-0000-4000-8000-00000000000a'::uuid, true, true, '2030-01-01 00:10:00+00'::timestamptz)$$,
     'pre-leased: both rows leased to instance a until p_lease_expiry, one token, no attempt yet');
@@ -320,8 +321,9 @@ SELECT lives_ok(
         'a0000000-0000-4000-8000-00000000000a', NULL, '2030-01-01 00:00:00+00', 10000, 'pre')$$,
     'pre-leased: stored for instance a behind unfinished work / not yet due');
 SELECT results_eq(
-    $$SELECT message_id, lease_instance, lease_token, lease_expiry FROM whizbang.wh_inbox_work
-       WHERE consumer = 'pre' AND message_id IN (pg_temp.id(63), pg_temp.id(64), pg_temp.id(65)) ORDER BY message_id$$,
+    $$SELECT w.message_id, l.instance_id, l.lease_token, l.lease_expiry FROM whizbang.wh_inbox_work w
+        LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
+       WHERE w.consumer = 'pre' AND w.message_id IN (pg_temp.id(63), pg_temp.id(64), pg_temp.id(65)) ORDER BY w.message_id$$,
     $$VALUES (pg_temp.id(63), NULL::uuid, NULL::bigint, NULL::timestamptz), (pg_temp.id(64), NULL, NULL, NULL),
              (pg_temp.id(65), NULL, NULL, NULL)$$,
     'pre-leased: a row behind unfinished work of its stream and a not-yet-due row are stored unleased');
@@ -337,8 +339,9 @@ SELECT lives_ok(
         'a0000000-0000-4000-8000-00000000000a', '2030-01-01 00:10:00+00', '2030-01-01 00:00:00+00', 10000, 'pre')$$,
     'pre-leased: two rows of idle stream 8 in one batch');
 SELECT results_eq(
-    $$SELECT message_id, lease_instance IS NOT NULL FROM whizbang.wh_inbox_work
-       WHERE consumer = 'pre' AND stream_id = pg_temp.sid(8) ORDER BY stream_seq$$,
+    $$SELECT w.message_id, l.instance_id IS NOT NULL FROM whizbang.wh_inbox_work w
+        LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
+       WHERE w.consumer = 'pre' AND w.stream_id = pg_temp.sid(8) ORDER BY w.stream_seq$$,
     $$VALUES (pg_temp.id(66), true), (pg_temp.id(67), false)$$,
     'pre-leased: only the first row of the stream is leased at store');
 SELECT results_eq(
@@ -372,9 +375,11 @@ SELECT results_eq(
               false, NULL, '2030-01-01 00:00:00+00')$$,
     'fields: the message rows (IsEvent defaults to false, received_at is p_now)');
 SELECT results_eq(
-    $$SELECT message_id, stream_id, stream_seq, partition_number, scheduled_for, attempts, lease_token,
-             lease_expiry, last_error, processed_at
-        FROM whizbang.wh_inbox_work WHERE consumer = 'fields' ORDER BY message_id$$,
+    $$SELECT w.message_id, w.stream_id, w.stream_seq, w.partition_number, w.scheduled_for, w.attempts, l.lease_token,
+             l.lease_expiry, w.last_error, w.processed_at
+        FROM whizbang.wh_inbox_work w
+        LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
+       WHERE w.consumer = 'fields' ORDER BY w.message_id$$,
     $$VALUES (pg_temp.id(71), NULL::uuid, NULL::bigint, whizbang.partition_of(pg_temp.id(71), 16),
               '2030-01-01 00:00:00+00'::timestamptz, 0, NULL::bigint, NULL::timestamptz, NULL::text, NULL::timestamptz),
              (pg_temp.id(72), pg_temp.sid(9), 1, whizbang.partition_of(pg_temp.sid(9), 16),

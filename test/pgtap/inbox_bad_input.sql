@@ -90,14 +90,17 @@ SELECT results_eq(
     $$VALUES (pg_temp.id(1))$$, 'store: NULL p_instance_id and p_lease_expiry are the defaults');
 SELECT pg_temp.grew(1, 1, 1, 'store: that call wrote one message');
 SELECT results_eq(
-    $$SELECT lease_instance, lease_token FROM whizbang.wh_inbox_work WHERE consumer = 'bad_nulls'$$,
+    $$SELECT l.instance_id, l.lease_token FROM whizbang.wh_inbox_work w
+        LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
+       WHERE w.consumer = 'bad_nulls'$$,
     $$VALUES (NULL::uuid, NULL::bigint)$$, 'store: without an instance the row is stored unleased');
 SELECT lives_ok(
     $$SELECT whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(2)), 'a0000000-0000-4000-8000-00000000000a', NULL,
         '2030-01-01 00:00:00+00', 10000, 'bad_nulls')$$,
     'store: with an instance and a NULL p_lease_expiry');
 SELECT results_eq(
-    $$SELECT lease_instance, lease_expiry FROM whizbang.wh_inbox_work WHERE consumer = 'bad_nulls' AND message_id = pg_temp.id(2)$$,
+    $$SELECT instance_id, lease_expiry FROM whizbang.leases
+       WHERE source = 'inbox' AND consumer = 'bad_nulls' AND message_id = pg_temp.id(2)$$,
     $$VALUES ('a0000000-0000-4000-8000-00000000000a'::uuid, '2030-01-01 00:05:00+00'::timestamptz)$$,
     'store: with an instance and a NULL p_lease_expiry the lease lasts the default 300 s');
 SELECT pg_temp.grew(1, 1, 1, 'store: that call wrote one message');
@@ -427,8 +430,8 @@ SELECT pg_temp.fails($$SELECT whizbang.retry_dead_letters(ARRAY[1, NULL]::bigint
                      '22004', '%p_dead_letter_ids%', 'retry_dead_letters: a NULL id');
 
 SELECT results_eq(
-    $$SELECT w.message_id, w.lease_token, w.attempts FROM whizbang.wh_inbox_work w JOIN leased USING (message_id)
-       WHERE w.consumer = 'twice' ORDER BY 1$$,
+    $$SELECT l.message_id, l.lease_token, l.attempts FROM whizbang.leases l JOIN leased USING (message_id)
+       WHERE l.source = 'inbox' AND l.consumer = 'twice' ORDER BY 1$$,
     $$SELECT message_id, lease_token, 1 FROM leased ORDER BY 1$$,
     'outcomes: after all the bad calls both rows are leased as before');
 SELECT results_eq(

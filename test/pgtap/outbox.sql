@@ -177,7 +177,9 @@ SELECT results_eq(
     $$SELECT outcome FROM whizbang.release_work('outbox', ARRAY[pg_temp.id(10)], ARRAY[pg_temp.tok('e')],
                                                 p_now => '2030-01-01 00:11:50+00')$$,
     $$VALUES ('released')$$, 'release outbox: released');
-SELECT results_eq($$SELECT attempts, lease_token FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(10)$$,
+SELECT results_eq($$SELECT w.attempts, l.lease_token FROM whizbang.wh_outbox_work w
+                     LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id
+                     WHERE w.message_id = pg_temp.id(10)$$,
                   $$VALUES (0, NULL::bigint)$$, 'release outbox: the attempt is refunded, the lease cleared');
 
 -- ---------------------------------------------------------------------------------------
@@ -195,7 +197,8 @@ SELECT is(whizbang.complete_outbox_published(ARRAY[pg_temp.id(11)], true), 1,
           'complete_outbox_published debug mode: counts the row');
 SELECT results_eq(
     $$SELECT (SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = pg_temp.id(11)),
-             (SELECT processed_at IS NOT NULL AND lease_token IS NULL FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(11))$$,
+             (SELECT processed_at IS NOT NULL FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(11))
+             AND NOT EXISTS (SELECT FROM whizbang.leases WHERE source = 'outbox' AND message_id = pg_temp.id(11))$$,
     $$VALUES (1::bigint, true)$$, 'complete_outbox_published debug mode: the row is kept, marked processed');
 SELECT is(whizbang.complete_outbox_published(ARRAY[pg_temp.id(11)], true), 0,
           'complete_outbox_published debug mode: a second completion is a no-op');
@@ -216,7 +219,9 @@ SELECT results_eq(
     $$SELECT outcome, scheduled_for > '2030-01-01 00:13:20+00' FROM whizbang.fail_work('outbox', ARRAY[pg_temp.id(5)],
         ARRAY['broker down'], ARRAY[pg_temp.tok('g')], NULL, p_now => '2030-01-01 00:13:20+00')$$,
     $$VALUES ('retry_scheduled', true)$$, 'fail outbox: retry_scheduled, later');
-SELECT results_eq($$SELECT last_error, lease_token FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(5)$$,
+SELECT results_eq($$SELECT w.last_error, l.lease_token FROM whizbang.wh_outbox_work w
+                     LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id
+                     WHERE w.message_id = pg_temp.id(5)$$,
                   $$VALUES ('broker down', NULL::bigint)$$, 'fail outbox: the error is kept, the lease cleared');
 SELECT is(pg_temp.claim('h', 6, 2000), ARRAY[5], 'fail outbox: the row comes back when its retry is due');
 SELECT results_eq(
@@ -250,13 +255,14 @@ SELECT is((SELECT attempts FROM whizbang.wh_dead_letters WHERE message_id = pg_t
 SELECT is((SELECT count(*) FROM whizbang.store_outbox_messages(jsonb_build_array(pg_temp.msg(20, 3), pg_temp.msg(21, 3), pg_temp.msg(22)),
                                                               pg_temp.inst(7), '2030-01-01 01:00:00+00', '2030-01-01 00:59:00+00')),
           3::bigint, 'pre-lease: three rows stored for instance 7');
-SELECT results_eq($$SELECT message_id, lease_instance IS NOT NULL FROM whizbang.wh_outbox_work
-                     WHERE message_id IN (pg_temp.id(20), pg_temp.id(21), pg_temp.id(22)) ORDER BY message_id$$,
+SELECT results_eq($$SELECT w.message_id, l.instance_id IS NOT NULL FROM whizbang.wh_outbox_work w
+                     LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id
+                     WHERE w.message_id IN (pg_temp.id(20), pg_temp.id(21), pg_temp.id(22)) ORDER BY w.message_id$$,
                   $$VALUES (pg_temp.id(20), true), (pg_temp.id(21), false), (pg_temp.id(22), true)$$,
                   'pre-lease: the head of the idle stream and the row without a stream are leased; the follower is not');
 SELECT is(pg_temp.claim('j', 8, 3545), '{}'::int[], 'pre-lease: another instance does not get them while the lease lasts');
 SELECT results_eq(
-    $$SELECT message_id, lease_token = (SELECT lease_token FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(20))
+    $$SELECT message_id, lease_token = (SELECT lease_token FROM whizbang.leases WHERE source = 'outbox' AND message_id = pg_temp.id(20))
         FROM whizbang.claim_work(pg_temp.inst(7), 'outbox', 1, 60, NULL, 10000, 100, '2030-01-01 00:59:10+00')$$,
     $$VALUES (pg_temp.id(20), true)$$, 'pre-lease: the same instance gets its row back first, with its stored token');
 
