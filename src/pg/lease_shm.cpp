@@ -1,4 +1,518 @@
+// The shared-memory lease store (DESIGN §3.8, lease_store.h): a partitioned shared hash table of
+// leases, the token counter, and the transaction callbacks that end leases at commit.
+//
+// Every operation holds one partition lock (take_over and the listing hold several, in
+// partition order) for a few field reads and writes: nothing inside a lock can fail, allocate
+// or wait, so a lock is never held across a PostgreSQL error.
+#include <algorithm>
+#include <cstring>
+
 #include "pg/lease_store.h"
-namespace whizbang::pg {
-bool shared_leases_active() { return false; }
+#include "pg/work.h"
+
+extern "C" {
+#include "common/hashfn.h"
+#include "port/atomics.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/procarray.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "access/transam.h"
 }
+
+namespace whizbang::pg {
+namespace {
+
+constexpr int kPartitions = 16;
+constexpr const char* kTranche = "whizbang_leases";
+// Tokens are drawn from the clock (microseconds since 2000) or above it; when one runs ahead of
+// the clock, a mark this far above it is written to this file first, so a restart never draws
+// a token again (DESIGN §3.8).
+constexpr const char* kTokenFile = "whizbang_lease_tokens";
+constexpr int64_t kTokenReserve = 10 * USECS_PER_SEC;
+
+struct SharedKey {
+    Oid database;
+    int32 source;
+    uint64 consumer_hash;
+    uint8 id[16];
+};
+
+struct SharedEntry {
+    SharedKey key;  // first: dynahash's rule
+    uint8 instance[16];
+    int64 token;
+    TimestampTz expiry;
+    uint8 stream[16];
+    int64 seq;
+    int32 attempts;
+    bool has_stream;
+    bool ending;
+    TransactionId ending_xid;  // the ending transaction's xid, when it has one
+};
+
+struct Control {
+    pg_atomic_uint64 last_token;
+    pg_atomic_uint64 short_claims;
+    int64 token_mark;  // the mark in kTokenFile; under the extra lock
+};
+
+int max_leases = 100000;
+bool active = false;
+HTAB* table = nullptr;
+Control* control = nullptr;
+LWLockPadded* locks = nullptr;  // kPartitions partition locks, then the token-file lock
+shmem_request_hook_type prev_request = nullptr;
+shmem_startup_hook_type prev_startup = nullptr;
+
+Size shared_size() {
+    return add_size(MAXALIGN(sizeof(Control)), hash_estimate_size(max_leases, sizeof(SharedEntry)));
+}
+
+void request_shmem() {
+    if (prev_request) prev_request();
+    RequestAddinShmemSpace(shared_size());
+    RequestNamedLWLockTranche(kTranche, kPartitions + 1);
+}
+
+int64 read_token_file() {
+    FILE* f = AllocateFile(kTokenFile, "r");
+    if (!f) return 0;
+    long long mark = 0;
+    if (fscanf(f, "%lld", &mark) != 1) mark = 0;
+    FreeFile(f);
+    return mark;
+}
+
+void startup_shmem() {
+    if (prev_startup) prev_startup();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    bool found = false;
+    control = static_cast<Control*>(ShmemInitStruct("whizbang lease control", sizeof(Control), &found));
+    if (!found) {
+        const int64 start = std::max<int64>(GetCurrentTimestamp(), read_token_file());
+        pg_atomic_init_u64(&control->last_token, static_cast<uint64>(start));
+        pg_atomic_init_u64(&control->short_claims, 0);
+        control->token_mark = start;
+    }
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = sizeof(SharedKey);
+    info.entrysize = sizeof(SharedEntry);
+    info.num_partitions = kPartitions;
+    table = ShmemInitHash("whizbang leases", max_leases, max_leases, &info,
+                          HASH_ELEM | HASH_BLOBS | HASH_PARTITION | HASH_FIXED_SIZE);
+    LWLockRelease(AddinShmemInitLock);
+    locks = GetNamedLWLockTranche(kTranche);
+}
+
+// ---- this transaction's leases: what its commit or abort does to them ----------------------
+
+struct Pending {
+    SharedKey key;
+    uint32 hash;
+    int64 token;
+    bool ending;  // marked ending (commit removes, abort unmarks); else taken (abort removes)
+    int level;    // subtransaction nest level
+};
+std::vector<Pending> pending;
+
+SharedKey shared_key(const shm::LeaseKey& k) {
+    SharedKey key;
+    memset(&key, 0, sizeof(key));
+    key.database = MyDatabaseId;
+    key.source = static_cast<int32>(k.source);
+    key.consumer_hash = shm::consumer_hash(k.consumer);
+    memcpy(key.id, k.id.data(), 16);
+    return key;
+}
+
+LWLock* partition_lock(uint32 hash) { return &locks[hash % kPartitions].lock; }
+
+SharedEntry* find(const SharedKey& key, uint32 hash) {
+    return static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_FIND, nullptr));
+}
+
+void remove(const SharedKey& key, uint32 hash) { hash_search_with_hash_value(table, &key, hash, HASH_REMOVE, nullptr); }
+
+// An entry marked ending by a transaction that is over without having told us (its backend
+// prepared it, or is between its commit and its callback): settled from the commit log.
+// Returns false when the entry is gone.
+bool settle(SharedEntry* e, uint32 hash) {
+    if (!e->ending || !TransactionIdIsValid(e->ending_xid) || TransactionIdIsInProgress(e->ending_xid)) return true;
+    if (TransactionIdDidCommit(e->ending_xid)) {
+        remove(e->key, hash);
+        return false;
+    }
+    e->ending = false;
+    e->ending_xid = InvalidTransactionId;
+    return true;
+}
+
+void finish_pending(bool commit, int from_level) {
+    for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
+        if (it->level < from_level) continue;
+        LWLock* lock = partition_lock(it->hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(it->key, it->hash);
+        if (e && e->token == it->token) {
+            if (it->ending && e->ending) {
+                if (commit) remove(it->key, it->hash);
+                else {
+                    e->ending = false;
+                    e->ending_xid = InvalidTransactionId;
+                }
+            } else if (!it->ending && !commit && !e->ending) {
+                remove(it->key, it->hash);
+            }
+        }
+        LWLockRelease(lock);
+    }
+    pending.erase(std::remove_if(pending.begin(), pending.end(), [from_level](const Pending& p) { return p.level >= from_level; }),
+                  pending.end());
+}
+
+void on_xact(XactEvent event, void*) {
+    if (pending.empty()) return;
+    switch (event) {
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+            finish_pending(true, 0);
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            finish_pending(false, 0);
+            break;
+        case XACT_EVENT_PREPARE:
+            // Ending marks with an xid are settled from the commit log once the prepared
+            // transaction ends (settle()); the others end now, as at a commit.
+            for (const Pending& p : pending) {
+                if (!p.ending) continue;
+                LWLock* lock = partition_lock(p.hash);
+                LWLockAcquire(lock, LW_EXCLUSIVE);
+                SharedEntry* e = find(p.key, p.hash);
+                if (e && e->token == p.token && e->ending && !TransactionIdIsValid(e->ending_xid)) remove(p.key, p.hash);
+                LWLockRelease(lock);
+            }
+            pending.clear();
+            break;
+        default:
+            break;
+    }
+}
+
+void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    if (pending.empty()) return;
+    const int level = GetCurrentTransactionNestLevel();
+    if (event == SUBXACT_EVENT_ABORT_SUB) finish_pending(false, level);
+    else if (event == SUBXACT_EVENT_COMMIT_SUB)
+        for (Pending& p : pending)
+            if (p.level >= level) p.level = level - 1;
+}
+
+void remember(const SharedKey& key, uint32 hash, int64 token, bool ending) {
+    pending.push_back({key, hash, token, ending, GetCurrentTransactionNestLevel()});
+}
+
+shm::Lease lease_of(const SharedEntry* e) {
+    shm::Lease l;
+    memcpy(l.instance.data(), e->instance, 16);
+    l.token = e->token;
+    l.expiry = e->expiry;
+    l.attempts = e->attempts;
+    l.has_stream = e->has_stream;
+    memcpy(l.stream.data(), e->stream, 16);
+    l.seq = e->seq;
+    l.ending = e->ending;
+    return l;
+}
+
+void fill(SharedEntry* e, const shm::Lease& l) {
+    memcpy(e->instance, l.instance.data(), 16);
+    e->token = l.token;
+    e->expiry = l.expiry;
+    e->attempts = l.attempts;
+    e->has_stream = l.has_stream;
+    memcpy(e->stream, l.stream.data(), 16);
+    e->seq = l.seq;
+    e->ending = false;
+    e->ending_xid = InvalidTransactionId;
+}
+
+void require_active() {
+    if (!active) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: the shared-memory lease store is not loaded");
+}
+
+// Holds the locks of a set of partitions, in partition order (no deadlock between holders).
+class PartitionLocks {
+public:
+    explicit PartitionLocks(const std::vector<uint32>& hashes) {
+        for (uint32 h : hashes) held_[h % kPartitions] = true;
+        for (int p = 0; p < kPartitions; ++p)
+            if (held_[p]) LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE);
+    }
+    ~PartitionLocks() {
+        for (int p = kPartitions - 1; p >= 0; --p)
+            if (held_[p]) LWLockRelease(&locks[p].lock);
+    }
+
+private:
+    bool held_[kPartitions] = {};
+};
+
+void write_token_mark(int64 mark) {
+    const std::string tmp = std::string(kTokenFile) + ".tmp";
+    FILE* f = AllocateFile(tmp.c_str(), PG_BINARY_W);
+    if (!f) ereport(ERROR, (errcode_for_file_access(), errmsg("could not write \"%s\": %m", tmp.c_str())));
+    fprintf(f, "%lld\n", static_cast<long long>(mark));
+    if (fflush(f) != 0 || pg_fsync(fileno(f)) != 0) {
+        FreeFile(f);
+        ereport(ERROR, (errcode_for_file_access(), errmsg("could not write \"%s\": %m", tmp.c_str())));
+    }
+    FreeFile(f);
+    durable_rename(tmp.c_str(), kTokenFile, ERROR);
+}
+
+}  // namespace
+
+bool shared_leases_active() { return active; }
+
+void lease_store_preload_init() {
+    DefineCustomIntVariable("whizbang.max_leases",
+                            "Leases the shared-memory lease store can hold at once; when it is full a claim hands out "
+                            "fewer rows (counted in stats()).",
+                            nullptr, &max_leases, 100000, 100, 100000000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    prev_request = shmem_request_hook;
+    shmem_request_hook = request_shmem;
+    prev_startup = shmem_startup_hook;
+    shmem_startup_hook = startup_shmem;
+    RegisterXactCallback(on_xact, nullptr);
+    RegisterSubXactCallback(on_subxact, nullptr);
+    active = true;
+}
+
+namespace shm {
+
+uint64_t consumer_hash(const std::string& consumer) {
+    return hash_bytes_extended(reinterpret_cast<const unsigned char*>(consumer.data()), static_cast<int>(consumer.size()), 0);
+}
+
+int64_t next_token() {
+    require_active();
+    return pg_call([] {
+        const uint64 clock = static_cast<uint64>(GetCurrentTimestamp());
+        uint64 last = pg_atomic_read_u64(&control->last_token);
+        uint64 next;
+        do {
+            next = std::max(last + 1, clock);
+        } while (!pg_atomic_compare_exchange_u64(&control->last_token, &last, next));
+        if (next > clock) {
+            // Ahead of the clock: a restart would start below this token unless the file says so.
+            LWLock* lock = &locks[kPartitions].lock;
+            LWLockAcquire(lock, LW_EXCLUSIVE);
+            if (static_cast<int64>(next) >= control->token_mark) {
+                const int64 mark = static_cast<int64>(next) + kTokenReserve;
+                write_token_mark(mark);
+                control->token_mark = mark;
+            }
+            LWLockRelease(lock);
+        }
+        return static_cast<int64_t>(next);
+    });
+}
+
+Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
+    require_active();
+    SharedKey key = shared_key(k);
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        bool found = false;
+        SharedEntry* e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
+        Take result = Take::taken;
+        if (!e) {
+            result = Take::full;
+        } else if (found && settle(e, hash)) {
+            if (e->ending || e->expiry > now) result = Take::held;
+            else {
+                *old = lease_of(e);
+                result = Take::lapsed;
+            }
+        } else {
+            if (found) e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
+            if (!e) result = Take::full;
+            else {
+                fill(e, fresh);
+                remember(key, hash, fresh.token, false);
+            }
+        }
+        LWLockRelease(lock);
+        if (result == Take::full) pg_atomic_fetch_add_u64(&control->short_claims, 1);
+        return result;
+    });
+}
+
+bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, TimestampTz now, const std::vector<LeaseKey>& run,
+               std::vector<std::pair<LeaseKey, Lease>>* voided) {
+    require_active();
+    SharedKey head = shared_key(k);
+    std::vector<SharedKey> keys;
+    keys.reserve(run.size());
+    for (const LeaseKey& r : run) keys.push_back(shared_key(r));
+    std::vector<uint32> hashes(keys.size() + 1);
+    std::vector<char> in_run(keys.size(), 0);
+    voided->clear();
+    voided->reserve(run.size());
+    pending.reserve(pending.size() + 1);
+    std::vector<Lease> old(keys.size());
+    const bool ok = pg_call([&] {
+        for (std::size_t i = 0; i < keys.size(); ++i) hashes[i] = get_hash_value(table, &keys[i]);
+        hashes.back() = get_hash_value(table, &head);
+        PartitionLocks held(hashes);
+        SharedEntry* h = find(head, hashes.back());
+        if (!h || !settle(h, hashes.back()) || h->ending || h->expiry > now || h->token != old_token) return false;
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            SharedEntry* e = find(keys[i], hashes[i]);
+            if (!e || !settle(e, hashes[i]) || e->token != old_token) continue;
+            if (e->ending) return false;  // being completed right now: not this time
+            old[i] = lease_of(e);
+            in_run[i] = 1;
+        }
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            if (in_run[i]) remove(keys[i], hashes[i]);
+        fill(h, fresh);
+        remember(head, hashes.back(), fresh.token, false);
+        return true;
+    });
+    if (ok)
+        for (std::size_t i = 0; i < keys.size(); ++i)
+            if (in_run[i]) voided->emplace_back(run[i], old[i]);
+    return ok;
+}
+
+void drop(const LeaseKey& k, int64_t token) {
+    require_active();
+    SharedKey key = shared_key(k);
+    pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        if (e && e->token == token && !e->ending) remove(key, hash);
+        LWLockRelease(lock);
+    });
+}
+
+std::optional<Lease> get(const LeaseKey& k) {
+    require_active();
+    SharedKey key = shared_key(k);
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        std::optional<Lease> out;
+        if (e && settle(e, hash)) out = lease_of(e);
+        LWLockRelease(lock);
+        return out;
+    });
+}
+
+std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* mismatch) {
+    require_active();
+    SharedKey key = shared_key(k);
+    pending.reserve(pending.size() + 1);
+    const TransactionId xid = GetTopTransactionIdIfAny();
+    *mismatch = false;
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        std::optional<Lease> out;
+        if (e && settle(e, hash)) {
+            if ((token && *token != e->token) || e->ending) *mismatch = true;
+            else {
+                out = lease_of(e);
+                e->ending = true;
+                e->ending_xid = xid;
+                remember(key, hash, e->token, true);
+            }
+        }
+        LWLockRelease(lock);
+        return out;
+    });
+}
+
+bool renew(const LeaseKey& k, int64_t token, TimestampTz expiry) {
+    require_active();
+    SharedKey key = shared_key(k);
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        bool ok = e && settle(e, hash) && e->token == token && !e->ending;
+        if (ok) e->expiry = expiry;
+        LWLockRelease(lock);
+        return ok;
+    });
+}
+
+void set_delivery(const LeaseKey& k, int64_t token, int attempts, TimestampTz expiry) {
+    require_active();
+    SharedKey key = shared_key(k);
+    pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        if (e && e->token == token) {
+            e->attempts = attempts;
+            e->expiry = expiry;
+        }
+        LWLockRelease(lock);
+    });
+}
+
+std::vector<Listed> leases_of_database() {
+    require_active();
+    std::vector<Listed> out;
+    out.reserve(static_cast<std::size_t>(hash_get_num_entries(table)) + 64);
+    pg_call([&] {
+        for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_SHARED);
+        HASH_SEQ_STATUS scan;
+        hash_seq_init(&scan, table);
+        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
+            if (e->key.database != MyDatabaseId || out.size() == out.capacity()) continue;
+            Listed l;
+            l.source = static_cast<Source>(e->key.source);
+            memcpy(l.id.data(), e->key.id, 16);
+            l.consumer_hash = e->key.consumer_hash;
+            l.lease = lease_of(e);
+            out.push_back(l);
+        }
+        for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
+    });
+    return out;
+}
+
+Usage usage() {
+    Usage u;
+    if (!active) return u;
+    u.max_leases = max_leases;
+    u.in_use = pg_call([] { return static_cast<int64_t>(hash_get_num_entries(table)); });
+    u.short_claims = static_cast<int64_t>(pg_atomic_read_u64(&control->short_claims));
+    return u;
+}
+
+void count_short_claim() {
+    if (active) pg_atomic_fetch_add_u64(&control->short_claims, 1);
+}
+
+}  // namespace shm
+}  // namespace whizbang::pg

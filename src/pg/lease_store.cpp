@@ -1,5 +1,4 @@
 // Which lease store runs (DESIGN §3.8): SQL-visible entry point.
-#include "pg/bridge.h"
 #include "pg/lease_store.h"
 
 using namespace whizbang::pg;

@@ -1,10 +1,106 @@
-// The lease store (DESIGN §3.8): leases in shared memory when whizbang is preloaded, in the
-// work rows otherwise. lease_shm.cpp holds the shared-memory store.
+// The lease store (DESIGN §3.8). With shared_preload_libraries = 'whizbang' leases live in a
+// shared hash table (lease_shm.cpp): a claim writes nothing, its transaction commits without a
+// WAL flush. Otherwise they live in the work rows (the table store, as before 0.6.0); the work
+// functions choose their path with shared_leases_active().
+//
+// A shared lease is keyed by (database, source, consumer, message id). How it ends follows the
+// transaction that ends it: complete / fail / release / cancel / dead letter mark it "ending";
+// it is removed when that transaction commits and is held again if it aborts, and no claim takes
+// a lease that is ending. Leases a transaction takes (claims, pre-leasing stores) are removed if
+// it aborts. A server restart voids them all (the table is rebuilt empty).
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/uuid.h"
+#include "pg/bridge.h"
+
 namespace whizbang::pg {
+
+enum class Source;
 
 // True in a server that loaded whizbang through shared_preload_libraries.
 bool shared_leases_active();
 
+// _PG_init while preloading: settings, shared memory, transaction callbacks.
+void lease_store_preload_init();
+
+namespace shm {
+
+struct LeaseKey {
+    Source source;
+    core::Uuid id{};
+    std::string consumer;  // '' for the outbox
+};
+
+struct Lease {
+    core::Uuid instance{};
+    int64_t token = 0;
+    TimestampTz expiry = 0;
+    int attempts = 0;  // this delivery's count
+    bool has_stream = false;
+    core::Uuid stream{};
+    int64_t seq = 0;
+    bool ending = false;
+};
+
+enum class Take { taken, held, lapsed, full };
+
+// A fresh token: larger than every token handed out before, also before a restart (a clock
+// component, and a high-water mark kept in a file when tokens run ahead of the clock).
+int64_t next_token();
+
+// Takes the lease of a free row (no entry). A lapsed entry (expiry <= now, not ending) is left
+// alone and returned in *old: the caller takes it over with take_over(). `held`: live or ending.
+// `full`: the table has no room (counted in the stats).
+Take take(const LeaseKey& key, const Lease& fresh, TimestampTz now, Lease* old);
+
+// Takes over a lapsed lease still carrying `old_token`, voiding the old holder's entries in
+// `run` (the rest of its run in the stream) that carry the same token — all or nothing: false
+// (nothing changes) when the head is no longer lapsed with that token or a row of the run is
+// ending right now. On success *voided holds the voided entries (their deliveries counted).
+bool take_over(const LeaseKey& key, int64_t old_token, const Lease& fresh, TimestampTz now,
+               const std::vector<LeaseKey>& run, std::vector<std::pair<LeaseKey, Lease>>* voided);
+
+// Undoes a take of this call (the row turned out not to be claimable): removed if it still
+// carries `token` and is not ending.
+void drop(const LeaseKey& key, int64_t token);
+
+// The entry of a row, if any.
+std::optional<Lease> get(const LeaseKey& key);
+
+// Marks the lease ending (removed when this transaction commits) when it carries `token`, or
+// whatever its token when `token` is nullopt. Returns the lease as it was, or nullopt when there
+// is none or its token differs (*mismatch tells which).
+std::optional<Lease> end(const LeaseKey& key, std::optional<int64_t> token, bool* mismatch);
+
+// Renews a lease that carries `token` and is not ending; false when it does not.
+bool renew(const LeaseKey& key, int64_t token, TimestampTz expiry);
+
+// Updates the delivery count and expiry of a lease this call just handed out.
+void set_delivery(const LeaseKey& key, int64_t token, int attempts, TimestampTz expiry);
+
+// Every lease of this database (a copy, taken under the partition locks). The consumer is known
+// by its hash there (consumer_hash()); the caller matches it against the work rows.
+struct Listed {
+    Source source;
+    core::Uuid id{};
+    uint64_t consumer_hash = 0;
+    Lease lease;
+};
+std::vector<Listed> leases_of_database();
+uint64_t consumer_hash(const std::string& consumer);
+
+// Capacity and use, for stats().
+struct Usage {
+    int64_t max_leases = 0, in_use = 0, short_claims = 0;
+};
+Usage usage();
+void count_short_claim();
+
+}  // namespace shm
 }  // namespace whizbang::pg

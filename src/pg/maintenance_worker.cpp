@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "pg/lease_store.h"
 #include "pg/bridge.h"
 #include "pg/maintenance.h"
 #include "pg/spi.h"
@@ -181,6 +182,7 @@ void _PG_init(void) {
                                "Databases in which a background worker runs whizbang's maintenance "
                                "(comma-separated; empty: none). Needs shared_preload_libraries = 'whizbang'.",
                                nullptr, &maintenance_databases, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+    whizbang::pg::lease_store_preload_init();
     MarkGUCPrefixReserved("whizbang");
 
     char* list = pstrdup(maintenance_databases ? maintenance_databases : "");

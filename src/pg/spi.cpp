@@ -5,7 +5,7 @@
 
 namespace whizbang::pg {
 
-uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) {
+void CachedPlan::prepare(const std::vector<Datum>& values, const char* nulls) {
     // A wrong count here would hand PostgreSQL a bad pointer: refuse it loudly instead.
     if (values.size() != arg_types_.size() || (nulls && strlen(nulls) != arg_types_.size()))
         throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: wrong number of parameters for: ") + sql_);
@@ -18,11 +18,41 @@ uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) 
             return p;
         });
     }
+}
+
+uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) {
+    prepare(values, nulls);
     return pg_call([&] {
         int rc = SPI_execute_plan(plan_, const_cast<Datum*>(values.data()), nulls, false, 0);
         if (rc < 0) elog(ERROR, "whizbang: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
         return SPI_processed;
     });
+}
+
+uint64 CachedPlan::execute_latest(const std::vector<Datum>& values, const char* nulls) {
+    prepare(values, nulls);
+    return pg_call([&] {
+        int rc = SPI_execute_snapshot(plan_, const_cast<Datum*>(values.data()), nulls, GetLatestSnapshot(),
+                                      InvalidSnapshot, false, false, 0);
+        if (rc < 0) elog(ERROR, "whizbang: SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
+        return SPI_processed;
+    });
+}
+
+Portal CachedPlan::open_cursor(const std::vector<Datum>& values, const char* nulls) {
+    prepare(values, nulls);
+    return pg_call([&] { return SPI_cursor_open(nullptr, plan_, const_cast<Datum*>(values.data()), nulls, true); });
+}
+
+uint64 spi_fetch(Portal portal, long count) {
+    return pg_call([&] {
+        SPI_cursor_fetch(portal, true, count);
+        return SPI_processed;
+    });
+}
+
+void spi_close(Portal portal) {
+    pg_call([&] { SPI_cursor_close(portal); });
 }
 
 SpiConnection::SpiConnection(bool nonatomic) {

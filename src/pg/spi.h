@@ -27,8 +27,14 @@ public:
     }
     // Executes with `values` (NULL where nulls[i] == 'n'); returns SPI_processed.
     uint64 execute(const std::vector<Datum>& values, const char* nulls = nullptr);
+    // The same, in a snapshot taken now (GetLatestSnapshot), whatever the isolation level: to
+    // check what another transaction committed a moment ago.
+    uint64 execute_latest(const std::vector<Datum>& values, const char* nulls = nullptr);
+    // Opens a read-only cursor over the statement; fetch its rows with spi_fetch().
+    Portal open_cursor(const std::vector<Datum>& values, const char* nulls = nullptr);
 
 private:
+    void prepare(const std::vector<Datum>& values, const char* nulls);
     std::string sql_;
     std::vector<Oid> arg_types_;
     SPIPlanPtr plan_ = nullptr;
@@ -56,6 +62,10 @@ private:
 // Appends the first `rows` rows of the last result to a materialized SRF's result, copied now
 // (SPI_finish frees them); the result's columns are the statement's, in order.
 void spi_rows_to_result(ReturnSetInfo* rsinfo, uint64 rows);
+
+// Fetches up to `count` more rows of a cursor into the last result; returns how many came.
+uint64 spi_fetch(Portal portal, long count);
+void spi_close(Portal portal);
 
 // Column `col` (1-based) of row `row` of the last result; nullptr-safe NULL check via *isnull.
 Datum spi_value(uint64 row, int col, bool* isnull);

@@ -15,6 +15,7 @@
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
+#include "pg/lease_store.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/work.h"
@@ -209,16 +210,6 @@ struct Head {
     std::string consumer;
     core::Uuid stream{};
     int64_t seq = 0;
-};
-
-// The arguments of one claim_work call.
-struct Claim {
-    Source source = Source::inbox;
-    core::Uuid instance{};
-    TimestampTz now = 0, expiry = 0;
-    int max_rows = 0, partition_count = 0, max_per_stream = 0;
-    Datum consumer = 0, partitions = 0;  // valid when the matching *_null flag is ' '
-    char consumer_null = 'n', partitions_null = 'n';
 };
 
 Pick pick_from_row(uint64 r) {
@@ -590,7 +581,8 @@ WB_FUNCTION(wb_claim_work) {
         const bool by_consumer = s == Source::inbox && consumer;
         c.consumer = by_consumer ? text_datum(*consumer) : (Datum)0;
         c.consumer_null = by_consumer ? ' ' : 'n';
-        c.max_rows -= claim_from(c, max_attempts, fresh_token, rsinfo);
+        c.max_rows -= shared_leases_active() ? claim_shared(c, max_attempts, fresh_token, rsinfo)
+                                             : claim_from(c, max_attempts, fresh_token, rsinfo);
         if (c.max_rows <= 0) break;
     }
     spi.finish();

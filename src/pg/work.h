@@ -51,6 +51,21 @@ private:
     CachedPlan plans_[2];
 };
 
+// The arguments of one claim_work call, for one source.
+struct Claim {
+    Source source = Source::inbox;
+    core::Uuid instance{};
+    TimestampTz now = 0, expiry = 0;
+    int max_rows = 0, partition_count = 0, max_per_stream = 0;
+    Datum consumer = 0, partitions = 0;  // valid when the matching *_null flag is ' '
+    char consumer_null = 'n', partitions_null = 'n';
+};
+
+// Claims up to c.max_rows rows of c.source with leases in shared memory (work_claim_shared.cpp)
+// and appends them to the result; one fresh token per claim_work call (0 until drawn). Returns
+// how many were handed out.
+int claim_shared(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo);
+
 // The rows of a stream after `seq` that carry `token`: the rest of one holder's run
 // (work_runs.cpp explains the invariant this keeps).
 struct RunAfter {
@@ -64,6 +79,14 @@ struct RunAfter {
 // waiting for a row lock; returns the indexes of the runs left as they were because a row of
 // theirs is locked by someone else right now.
 std::vector<std::size_t> end_runs(Source source, const std::vector<RunAfter>& runs, bool refund);
+
+// Writes delivery counts to work rows (never lowering one): where a count kept in shared memory
+// must last (fail, dead letter, a lapsed lease taken over).
+void write_attempts(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
+                    const std::vector<int>& attempts);
+
+// The unfinished rows of a stream after `seq`, in any order.
+std::vector<core::Uuid> stream_rest(Source source, const std::string& consumer, const core::Uuid& stream, int64_t seq);
 
 // Moves work to wh_dead_letters with its message; a NULL error keeps the last one. The
 // outbox's work rows all have consumer ''.

@@ -14,6 +14,7 @@
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
+#include "pg/lease_store.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/work.h"
@@ -127,8 +128,29 @@ void lock_named(Named& n) {
         bool no_expiry = false;
         Datum expiry = spi_value(r, 6, &no_expiry);
         if (!no_expiry) row.lease_expiry = DatumGetTimestampTz(expiry);
+        if (shared_leases_active()) {
+            // The row's lease lives in shared memory; one this transaction is already ending
+            // is no lease any more.
+            const std::optional<shm::Lease> lease = shm::get({n.source, id, n.consumer});
+            if (lease && !lease->ending) {
+                row.token = lease->token;
+                row.lease_expiry = lease->expiry;
+                row.attempts = lease->attempts;
+            }
+        }
         n.rows[id] = row;
     }
+}
+
+// Shared-memory store: marks element i's lease ending (gone when this transaction commits,
+// held again if it aborts). False when a claim took it over since lock_named read it.
+bool end_shared_lease(const Named& n, std::size_t i) {
+    if (!shared_leases_active()) return true;
+    bool mismatch = false;
+    std::optional<int64_t> token;
+    if (n.tokens) token = (*n.tokens)[i];
+    (void)shm::end({n.source, n.ids[i], n.consumer}, token, &mismatch);
+    return !mismatch;
 }
 
 // not_found / lease_lost for element i, or nullptr when the operation may proceed.
@@ -170,12 +192,17 @@ void emit(FunctionCallInfo fcinfo, const Named& n, const std::vector<Outcome>& o
 }
 
 // Runs `decide` for every element whose row is present and current; it returns the outcome.
+// `consumes`: the operation ends the lease (complete, fail, release).
 template <typename F>
 std::vector<Outcome> decide_all(Named& n, bool consumes, F decide) {
     std::vector<Outcome> out(n.ids.size());
     for (std::size_t i = 0; i < n.ids.size(); ++i) {
         if (const char* no = refusal(n, i)) {
             out[i] = {no, std::nullopt};
+            continue;
+        }
+        if (consumes && !end_shared_lease(n, i)) {
+            out[i] = {"lease_lost", std::nullopt};
             continue;
         }
         out[i] = decide(i, n.rows[n.ids[i]]);
@@ -239,7 +266,9 @@ WB_FUNCTION(wb_fail_work) {
     std::vector<std::string> dead_consumers;
     std::vector<std::optional<std::string>> dead_errors;
     std::vector<RunAfter> runs;
+    std::map<core::Uuid, int> delivered;  // the count each failed row keeps
     auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
+        delivered[n.ids[i]] = row.attempts;
         std::optional<std::string> error = errors ? (*errors)[i] : std::nullopt;
         const bool may_retry = !retryable || (*retryable)[i].value_or(true);
         if (!may_retry || row.attempts >= max_attempts) {
@@ -256,6 +285,14 @@ WB_FUNCTION(wb_fail_work) {
         add_run_after(n, row, runs);
         return Outcome{"retry_scheduled", at};
     });
+    if (shared_leases_active()) {
+        // The delivery being failed was counted in shared memory only: it lasts from now on.
+        std::vector<core::Uuid> ids = retry_ids;
+        ids.insert(ids.end(), dead_ids.begin(), dead_ids.end());
+        std::vector<int> attempts;
+        for (const core::Uuid& id : ids) attempts.push_back(delivered.at(id));
+        write_attempts(n.source, ids, std::vector<std::string>(ids.size(), n.consumer), attempts);
+    }
     if (!retry_ids.empty())
         retry_plan[n.source].execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
                             nullable_text_array(retry_errors)});
@@ -277,14 +314,17 @@ WB_FUNCTION(wb_renew_leases) {
     SpiConnection spi;
     lock_named(n);
     std::vector<core::Uuid> renew;
-    auto outcomes = decide_all(n, false, [&](std::size_t i, Row&) {
+    const TimestampTz expiry = add_to_timestamp(n.now, static_cast<int64_t>(seconds) * USECS_PER_SEC, "the lease expiry");
+    const bool shared = shared_leases_active();
+    auto outcomes = decide_all(n, false, [&](std::size_t i, Row& row) {
+        // Shared memory: renewed there at once, unless a claim took the lease over meanwhile.
+        if (shared) return Outcome{shm::renew({n.source, n.ids[i], n.consumer}, *row.token, expiry) ? "renewed" : "lease_lost",
+                                   std::nullopt};
         renew.push_back(n.ids[i]);
         return Outcome{"renewed", std::nullopt};
     });
     if (!renew.empty())
-        renew_plan[n.source].execute({n.consumer_datum, uuid_array(renew),
-                            TimestampTzGetDatum(add_to_timestamp(n.now, static_cast<int64_t>(seconds) * USECS_PER_SEC,
-                                                                 "the lease expiry"))});
+        renew_plan[n.source].execute({n.consumer_datum, uuid_array(renew), TimestampTzGetDatum(expiry)});
     spi.finish();
     emit(fcinfo, n, outcomes);
     return (Datum)0;
@@ -304,7 +344,8 @@ WB_FUNCTION(wb_release_work) {
         add_run_after(n, row, runs);
         return Outcome{"released", std::nullopt};
     });
-    if (!release.empty()) release_plan[n.source].execute({n.consumer_datum, uuid_array(release)});
+    // Shared memory: nothing to write, the delivery was never counted in the row (a refund).
+    if (!release.empty() && !shared_leases_active()) release_plan[n.source].execute({n.consumer_datum, uuid_array(release)});
     end_runs(n.source, runs, true);
     spi.finish();
     emit(fcinfo, n, outcomes);
@@ -327,6 +368,7 @@ WB_FUNCTION(wb_cancel_work) {
     // a later mention of it finds nothing (`row` is not used after the erase).
     auto outcomes = decide_all(n, false, [&](std::size_t i, Row& row) {
         if (row.lease_expiry && *row.lease_expiry > n.now) return Outcome{"leased", std::nullopt};
+        if (!end_shared_lease(n, i)) return Outcome{"leased", std::nullopt};  // just claimed again
         cancelled.push_back(n.ids[i]);
         n.rows.erase(n.ids[i]);
         return Outcome{"cancelled", std::nullopt};

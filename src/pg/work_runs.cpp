@@ -11,7 +11,9 @@
 //    the head (the old holder can no longer complete a row ahead of the head);
 //  - fail_work (retry) and release_work of a row end the caller's run after it too: the rows
 //    behind it must wait for it (a row waits while an older one is scheduled or pending).
+#include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/lease_store.h"
 #include "pg/work.h"
 
 namespace whizbang::pg {
@@ -47,11 +49,50 @@ WorkPlan void_runs_plan = WorkPlan::replanned(
     "SELECT s.ord FROM short s",
     {TEXTARRAYOID, UUIDARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BOOLOID});
 
+WorkPlan stream_rest_plan(
+    "SELECT w.message_id FROM whizbang.wh_inbox_work w"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.stream_id OPERATOR(pg_catalog.=) $2"
+    "   AND w.stream_seq OPERATOR(pg_catalog.>) $3 AND w.processed_at IS NULL",
+    {TEXTOID, UUIDOID, INT8OID});
+
+WorkPlan write_attempts_plan(
+    "UPDATE whizbang.wh_inbox_work w SET attempts = pg_catalog.int4larger(w.attempts, u.attempts)"
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(id, consumer, attempts)"
+    " WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer",
+    {UUIDARRAYOID, TEXTARRAYOID, INT4ARRAYOID});
+
 }  // namespace
+
+std::vector<core::Uuid> stream_rest(Source source, const std::string& consumer, const core::Uuid& stream, int64_t seq) {
+    uint64 rows = stream_rest_plan[source].execute({text_datum(consumer), PointerGetDatum(stream.data()), Int64GetDatum(seq)});
+    std::vector<core::Uuid> ids;
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        ids.push_back(uuid_from_datum(spi_value(r, 1, &isnull)));
+    }
+    return ids;
+}
+
+void write_attempts(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
+                    const std::vector<int>& attempts) {
+    if (ids.empty()) return;
+    write_attempts_plan[source].execute({uuid_array(ids), text_array(consumers), int4_array(attempts)});
+}
 
 std::vector<std::size_t> end_runs(Source source, const std::vector<RunAfter>& runs, bool refund) {
     std::vector<std::size_t> kept;
     if (runs.empty()) return kept;
+    if (shared_leases_active()) {
+        // Shared memory: the run's leases end with this transaction (refunded: the deliveries
+        // were never counted in the rows). Only fail_work and release_work come here; a claim
+        // takes a lapsed run over in shared memory (work_claim_shared.cpp).
+        for (const RunAfter& r : runs)
+            for (const core::Uuid& id : stream_rest(source, r.consumer, r.stream, r.seq)) {
+                bool mismatch = false;
+                (void)shm::end({source, id, r.consumer}, r.token, &mismatch);
+            }
+        return kept;
+    }
     std::vector<std::string> consumers;
     std::vector<core::Uuid> streams;
     std::vector<int64_t> seqs, tokens;

@@ -1,0 +1,468 @@
+// claim_work with leases in shared memory (DESIGN §3.8): take, then verify.
+//
+// Candidates are read without row locks (a cursor, in the order the table store hands rows
+// out), each lease is taken in the shared table — one holder wins, the others skip the row —
+// and only then are the rows read again, in a snapshot taken after the leases were taken: a row
+// that another transaction completed, failed or cancelled meanwhile (its lease was removed at
+// that commit, so the take found it free) is no longer due there, and its lease is dropped.
+// Nothing is written unless a lapsed lease is taken over (its delivery is counted in the row)
+// or a row goes to the dead letters.
+//
+// Per-stream order keeps the table store's rule (work_runs.cpp): the head's lease is the
+// stream's lease. A stream's rows are handed out only from its head, a head is checked to be
+// the oldest unfinished row after its lease is taken, and taking over a lapsed head voids the
+// old holder's run in that stream, whole or not at all.
+#include <algorithm>
+#include <set>
+
+#include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/lease_store.h"
+#include "pg/spi.h"
+#include "pg/work.h"
+
+namespace whizbang::pg {
+namespace {
+
+// Due rows without a stream, oldest due first; leased ones are skipped in shared memory.
+WorkPlan unstreamed_plan = WorkPlan::replanned(
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts"
+    "  FROM whizbang.wh_inbox_work w"
+    " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
+    "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(w.message_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
+    " ORDER BY w.scheduled_for",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID});
+
+// Due stream heads, stream after stream (a loose index scan through wh_inbox_work_stream) from
+// a starting point that rotates between claims, so every stream gets its turn.
+WorkPlan stream_heads_plan = WorkPlan::replanned(
+    "WITH RECURSIVE streams AS ("
+    "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+    "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
+    "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "      AND ($5 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($6::pg_catalog.text COLLATE pg_catalog.\"C\", $7))"
+    "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
+    "  UNION ALL"
+    "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
+    "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+    "     WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
+    "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
+    "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)"
+    "SELECT h.message_id, h.consumer::pg_catalog.text, h.attempts, h.stream_id, h.stream_seq"
+    "  FROM streams s CROSS JOIN LATERAL ("
+    "    SELECT w.message_id, w.consumer, w.stream_id, w.stream_seq, w.scheduled_for, w.attempts"
+    "      FROM whizbang.wh_inbox_work w"
+    "     WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
+    "       AND w.processed_at IS NULL"
+    "     ORDER BY w.stream_seq LIMIT 1) h"
+    " WHERE h.scheduled_for OPERATOR(pg_catalog.<=) $1"
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, BOOLOID, TEXTOID, UUIDOID});
+
+// Rows stored pre-leased to this instance (their leases were taken by the store).
+WorkPlan preleased_plan(
+    "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, p.lease_token"
+    "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox_work w"
+    "    ON w.message_id OPERATOR(pg_catalog.=) p.message_id AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
+    " WHERE p.instance_id OPERATOR(pg_catalog.=) $1 AND w.processed_at IS NULL"
+    "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(COALESCE(w.stream_id, w.message_id), $4)"
+    "        OPERATOR(pg_catalog.=) ANY ($3))"
+    " ORDER BY w.stream_id, w.stream_seq LIMIT $5",
+    {UUIDOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
+
+WorkPlan forget_preleased_plan(
+    "DELETE FROM whizbang.wh_inbox_preleased p"
+    " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
+    "   AND (p.message_id, p.consumer) OPERATOR(pg_catalog.=) ANY ("
+    "        SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
+    {UUIDOID, UUIDARRAYOID, TEXTARRAYOID});
+
+// The rows after each head, in order, and whether each is due now.
+WorkPlan followers_plan = WorkPlan::replanned(
+    "SELECT h.ord, f.message_id, f.attempts, f.scheduled_for OPERATOR(pg_catalog.<=) $4 AS ready, f.stream_seq"
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+    "       WITH ORDINALITY AS h(consumer, stream_id, seq, ord)"
+    "  CROSS JOIN LATERAL ("
+    "       SELECT f.message_id, f.attempts, f.scheduled_for, f.stream_seq FROM whizbang.wh_inbox_work f"
+    "        WHERE f.consumer OPERATOR(pg_catalog.=) h.consumer AND f.stream_id OPERATOR(pg_catalog.=) h.stream_id"
+    "          AND f.stream_seq OPERATOR(pg_catalog.>) h.seq AND f.processed_at IS NULL"
+    "        ORDER BY f.stream_seq LIMIT $5) f"
+    " ORDER BY h.ord, f.stream_seq",
+    {TEXTARRAYOID, UUIDARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INT4OID});
+
+// The picks that are still claimable, read after their leases were taken, with their message:
+// claim_work's result columns, then the row's stream position. A head must still be the oldest
+// unfinished row of its stream.
+const char* const kPicks =
+    "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),"
+    "                  pg_catalog.unnest($5)) WITH ORDINALITY AS u(id, consumer, token, expiry, head, ord)"
+    "  JOIN whizbang.wh_inbox_work w"
+    "    ON w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer";
+const char* const kStillClaimable =
+    " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $6"
+    "   AND (NOT u.head OR w.stream_id IS NULL OR NOT EXISTS ("
+    "        SELECT 1 FROM whizbang.wh_inbox_work o"
+    "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
+    "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL))"
+    " ORDER BY u.ord";
+CachedPlan hand_out_plans[2] = {
+    CachedPlan::replanned(
+        std::string("SELECT 'inbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number, i.handler_name,"
+                    "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope,"
+                    "       w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, w.consumer::pg_catalog.text,"
+                    "       w.stream_seq, u.ord") +
+            kPicks +
+            "  JOIN whizbang.wh_inbox i"
+            "    ON i.message_id OPERATOR(pg_catalog.=) w.message_id AND i.consumer OPERATOR(pg_catalog.=) w.consumer" +
+            kStillClaimable,
+        {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID}),
+    CachedPlan::replanned(
+        outbox_twin(std::string("SELECT 'outbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number,"
+                                "       NULL::pg_catalog.text, o.destination, o.message_type, o.event_data, o.metadata,"
+                                "       o.scope, w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, NULL::pg_catalog.text,"
+                                "       w.stream_seq, u.ord") +
+                    kPicks + "  JOIN whizbang.wh_outbox o ON o.message_id OPERATOR(pg_catalog.=) w.message_id" +
+                    kStillClaimable),
+        {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID})};
+constexpr int kResultColumns = 14, kAttemptsColumn = 11, kSeqColumn = 15, kOrdColumn = 16;
+
+// Where a backend's next stream scan starts: after the last stream its previous claim looked at.
+struct StreamCursor {
+    std::string consumer;
+    core::Uuid stream{};
+    bool set = false;
+};
+
+struct Pick {
+    shm::LeaseKey key;
+    int64_t token = 0;
+    TimestampTz expiry = 0;
+    bool head = false;                       // a stream head (followers may come along)
+    std::optional<core::Uuid> stream;
+    int64_t seq = 0;
+};
+
+// One claim_work call's work on one source.
+class SharedClaim {
+public:
+    SharedClaim(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo)
+        : c_(c), max_attempts_(max_attempts), fresh_token_(fresh_token), rsinfo_(rsinfo) {}
+
+    int run() {
+        take_preleased();
+        for (int round = 0; round < 8 && room() > 0; ++round) {
+            const bool streams_first = (turns_[static_cast<int>(c_.source)]++ & 1u) == 0;
+            std::vector<Pick> picks;
+            if (streams_first) take_stream_heads(picks);
+            take_unstreamed(picks);
+            if (!streams_first) take_stream_heads(picks);
+            const std::size_t before = handed_;
+            const std::vector<Pick> heads = hand_out(picks);
+            take_followers(heads);
+            if (dead_ == 0 || handed_ == before) break;  // a round that dead-lettered leaves room
+            dead_ = 0;
+        }
+        if (full_) shm::count_short_claim();
+        return static_cast<int>(handed_);
+    }
+
+private:
+    int room() const { return c_.max_rows - static_cast<int>(handed_ + pending_); }
+
+    int64_t token() {
+        if (fresh_token_ == 0) fresh_token_ = shm::next_token();
+        return fresh_token_;
+    }
+
+    shm::Lease fresh(int attempts, const std::optional<core::Uuid>& stream, int64_t seq) {
+        shm::Lease l;
+        l.instance = c_.instance;
+        l.token = token();
+        l.expiry = c_.expiry;
+        l.attempts = attempts;
+        l.has_stream = stream.has_value();
+        if (stream) l.stream = *stream;
+        l.seq = seq;
+        return l;
+    }
+
+    // Takes the lease of one candidate; a lapsed one is taken over (a stream head voids the old
+    // holder's run). Returns whether the pick is ours now.
+    bool take_one(const shm::LeaseKey& key, int attempts, const std::optional<core::Uuid>& stream, int64_t seq) {
+        shm::Lease old;
+        const shm::Lease lease = fresh(attempts + 1, stream, seq);
+        switch (shm::take(key, lease, c_.now, &old)) {
+            case shm::Take::taken:
+                return true;
+            case shm::Take::held:
+                return false;
+            case shm::Take::full:
+                full_ = true;
+                return false;
+            case shm::Take::lapsed:
+                break;
+        }
+        std::vector<shm::LeaseKey> run;
+        if (stream)
+            for (const core::Uuid& id : stream_rest(c_.source, key.consumer, *stream, seq)) run.push_back({c_.source, id, key.consumer});
+        std::vector<std::pair<shm::LeaseKey, shm::Lease>> voided;
+        if (!shm::take_over(key, old.token, lease, c_.now, run, &voided)) return false;
+        // The lapsed deliveries count (DESIGN §3.8): written to the rows, the only place they last.
+        voided.emplace_back(key, old);
+        std::vector<core::Uuid> ids;
+        std::vector<std::string> consumers;
+        std::vector<int> attempts_done;
+        for (const auto& [k, l] : voided) {
+            ids.push_back(k.id);
+            consumers.push_back(k.consumer);
+            attempts_done.push_back(l.attempts);
+        }
+        write_attempts(c_.source, ids, consumers, attempts_done);
+        return true;
+    }
+
+    void take_preleased() {
+        const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', '\0'};
+        uint64 rows = preleased_plan[c_.source].execute({PointerGetDatum(c_.instance.data()), c_.consumer, c_.partitions,
+                                                         Int32GetDatum(c_.partition_count), Int32GetDatum(c_.max_rows)},
+                                                        nulls);
+        std::vector<Pick> picks;
+        std::vector<core::Uuid> ids;
+        std::vector<std::string> consumers;
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            Pick p;
+            p.key = {c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))};
+            p.token = DatumGetInt64(spi_value(r, 4, &isnull));
+            ids.push_back(p.key.id);
+            consumers.push_back(p.key.consumer);
+            const std::optional<shm::Lease> lease = shm::get(p.key);
+            // Still this instance's lease from the store, unless it lapsed or was taken over.
+            if (!lease || lease->token != p.token || lease->ending || lease->expiry <= c_.now ||
+                lease->instance != c_.instance)
+                continue;
+            p.expiry = c_.expiry;
+            picks.push_back(std::move(p));
+        }
+        if (!ids.empty())
+            forget_preleased_plan[c_.source].execute({PointerGetDatum(c_.instance.data()), uuid_array(ids), text_array(consumers)});
+        // Their leases were taken by the store, not by this call: a row no longer claimable keeps
+        // its lease until it lapses, as in the table store.
+        hand_out(picks, false);
+    }
+
+    void take_unstreamed(std::vector<Pick>& picks) {
+        if (room() <= 0) return;
+        const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', '\0'};
+        Portal cursor = unstreamed_plan[c_.source].open_cursor(
+            {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count)}, nulls);
+        long batch = std::max(room() * 2L, 32L);
+        while (room() > 0 && !full_) {
+            uint64 rows = spi_fetch(cursor, batch);
+            // Read the batch first: take_one may run SPI, which replaces the fetched rows.
+            std::vector<std::pair<shm::LeaseKey, int>> found;
+            for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false;
+                found.push_back({{c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))},
+                                 DatumGetInt32(spi_value(r, 3, &isnull))});
+            }
+            for (const auto& [key, attempts] : found) {
+                if (room() <= 0 || full_) break;
+                if (!take_one(key, attempts, std::nullopt, 0)) continue;
+                picks.push_back({key, token(), c_.expiry, false, std::nullopt, 0});
+                ++pending_;
+            }
+            if (rows < static_cast<uint64>(batch)) break;
+            batch = std::min(batch * 4, 100000L);
+        }
+        spi_close(cursor);
+    }
+
+    void take_stream_heads(std::vector<Pick>& picks) {
+        if (room() <= 0) return;
+        StreamCursor& at = cursors_[static_cast<int>(c_.source)];
+        StreamCursor last;
+        std::set<std::pair<core::Uuid, std::string>> seen;
+        // From the rotating starting point to the end, then from the start.
+        for (int pass = 0; pass < 2 && room() > 0 && !full_; ++pass) {
+            const bool from_start = pass == 1 || !at.set;
+            const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', from_start ? 'n' : ' ',
+                                  from_start ? 'n' : ' ', '\0'};
+            Portal cursor = stream_heads_plan[c_.source].open_cursor(
+                {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count),
+                 BoolGetDatum(from_start), from_start ? (Datum)0 : text_datum(at.consumer),
+                 from_start ? (Datum)0 : PointerGetDatum(at.stream.data())},
+                nulls);
+            long batch = std::max(room() * 2L, 32L);
+            bool wrapped = false;
+            while (room() > 0 && !full_ && !wrapped) {
+                uint64 rows = spi_fetch(cursor, batch);
+                // Collect the batch first: take_one may run SPI and replace the fetched rows.
+                struct Found { shm::LeaseKey key; int attempts; core::Uuid stream; int64_t seq; };
+                std::vector<Found> found;
+                for (uint64 r = 0; r < rows; ++r) {
+                    bool isnull = false;
+                    Found f{{c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))},
+                            DatumGetInt32(spi_value(r, 3, &isnull)), uuid_from_datum(spi_value(r, 4, &isnull)),
+                            DatumGetInt64(spi_value(r, 5, &isnull))};
+                    found.push_back(std::move(f));
+                }
+                for (const Found& f : found) {
+                    if (room() <= 0 || full_) break;
+                    if (!seen.insert({f.key.id, f.key.consumer}).second) {
+                        wrapped = true;  // the second pass reached where the first began
+                        break;
+                    }
+                    last = {f.key.consumer, f.stream, true};
+                    if (!take_one(f.key, f.attempts, f.stream, f.seq)) continue;
+                    picks.push_back({f.key, token(), c_.expiry, true, f.stream, f.seq});
+                    ++pending_;
+                }
+                if (rows < static_cast<uint64>(batch)) break;
+                batch = std::min(batch * 4, 100000L);
+            }
+            spi_close(cursor);
+            if (from_start) break;
+        }
+        at = last;  // nothing found: the next claim starts from the beginning
+    }
+
+    // Reads the picks again in a fresh snapshot and hands out those still claimable (or dead
+    // letters those out of attempts); drops the leases of the others when this call took them.
+    // Returns the stream heads handed out.
+    std::vector<Pick> hand_out(const std::vector<Pick>& picks, bool taken_here = true) {
+        pending_ = 0;
+        std::vector<Pick> heads;
+        if (picks.empty()) return heads;
+        std::vector<core::Uuid> ids;
+        std::vector<std::string> consumers;
+        std::vector<int64_t> tokens;
+        std::vector<TimestampTz> expiries;
+        std::vector<char> head_flags;
+        for (const Pick& p : picks) {
+            ids.push_back(p.key.id);
+            consumers.push_back(p.key.consumer);
+            tokens.push_back(p.token);
+            expiries.push_back(p.expiry);
+            head_flags.push_back(p.head);
+        }
+        uint64 rows = hand_out_plans[static_cast<int>(c_.source)].execute_latest(
+            {uuid_array(ids), text_array(consumers), int8_array(tokens), timestamptz_array(expiries),
+             bool_array(head_flags), TimestampTzGetDatum(c_.now)});
+        std::vector<char> claimable(picks.size(), 0);
+        std::vector<core::Uuid> dead_ids;
+        std::vector<std::string> dead_consumers;
+        pg_call([&] {
+            TupleDesc desc = SPI_tuptable->tupdesc;
+            Datum values[kResultColumns];
+            bool nulls[kResultColumns];
+            for (uint64 r = 0; r < rows; ++r) {
+                HeapTuple t = SPI_tuptable->vals[r];
+                bool isnull = false;
+                const std::size_t i = static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1;
+                claimable[i] = 1;
+                for (int col = 0; col < kResultColumns; ++col) values[col] = SPI_getbinval(t, desc, col + 1, &nulls[col]);
+                if (DatumGetInt32(values[kAttemptsColumn - 1]) > max_attempts_) {
+                    claimable[i] = 2;
+                    continue;
+                }
+                tuplestore_putvalues(rsinfo_->setResult, rsinfo_->setDesc, values, nulls);
+            }
+        });
+        // Positions and counts, read from the result above, for the picks handed out.
+        std::vector<int> attempts(picks.size(), 0);
+        std::vector<int64_t> seqs(picks.size(), 0);
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            const std::size_t i = static_cast<std::size_t>(DatumGetInt64(spi_value(r, kOrdColumn, &isnull))) - 1;
+            attempts[i] = DatumGetInt32(spi_value(r, kAttemptsColumn, &isnull));
+            Datum seq = spi_value(r, kSeqColumn, &isnull);
+            seqs[i] = isnull ? 0 : DatumGetInt64(seq);
+        }
+        for (std::size_t i = 0; i < picks.size(); ++i) {
+            const Pick& p = picks[i];
+            if (claimable[i] == 1) {
+                ++handed_;
+                shm::set_delivery(p.key, p.token, attempts[i], p.expiry);
+                if (p.head && p.stream && c_.max_per_stream > 1) {
+                    heads.push_back(p);
+                    heads.back().seq = seqs[i];
+                }
+            } else if (claimable[i] == 2) {
+                bool mismatch = false;
+                (void)shm::end(p.key, p.token, &mismatch);  // gone with the row when this commits
+                dead_ids.push_back(p.key.id);
+                dead_consumers.push_back(p.key.consumer);
+            } else if (taken_here) {
+                shm::drop(p.key, p.token);
+            }
+        }
+        dead_ += dead_ids.size();
+        dead_letter(c_.source, dead_ids, dead_consumers, std::vector<std::optional<std::string>>(dead_ids.size()), c_.now);
+        return heads;
+    }
+
+    // The consecutive due rows after each head handed out, at most p_max_per_stream - 1 per
+    // stream; a row whose lease someone holds, or that is not due, ends its stream's run.
+    void take_followers(const std::vector<Pick>& heads) {
+        if (heads.empty() || room() <= 0) return;
+        std::vector<std::string> consumers;
+        std::vector<core::Uuid> streams;
+        std::vector<int64_t> seqs;
+        for (const Pick& h : heads) {
+            consumers.push_back(h.key.consumer);
+            streams.push_back(*h.stream);
+            seqs.push_back(h.seq);
+        }
+        uint64 rows = followers_plan[c_.source].execute_latest(
+            {text_array(consumers), uuid_array(streams), int8_array(seqs), TimestampTzGetDatum(c_.now),
+             Int32GetDatum(std::min(c_.max_per_stream - 1, room()))});
+        struct Follower { std::size_t head; core::Uuid id; int attempts; bool ready; int64_t seq; };
+        std::vector<Follower> found;
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            found.push_back({static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1,
+                             uuid_from_datum(spi_value(r, 2, &isnull)), DatumGetInt32(spi_value(r, 3, &isnull)),
+                             DatumGetBool(spi_value(r, 4, &isnull)), DatumGetInt64(spi_value(r, 5, &isnull))});
+        }
+        std::vector<char> stopped(heads.size(), 0);
+        std::vector<Pick> picks;
+        for (const Follower& f : found) {
+            if (stopped[f.head] || room() <= 0) continue;
+            const Pick& h = heads[f.head];
+            shm::LeaseKey key{c_.source, f.id, h.key.consumer};
+            shm::Lease old;
+            const shm::Take took = f.ready ? shm::take(key, fresh(f.attempts + 1, h.stream, f.seq), c_.now, &old)
+                                           : shm::Take::held;
+            if (took != shm::Take::taken) {
+                full_ = full_ || took == shm::Take::full;
+                stopped[f.head] = 1;
+                continue;
+            }
+            picks.push_back({key, token(), c_.expiry, false, h.stream, f.seq});
+            ++pending_;
+        }
+        (void)hand_out(picks);
+    }
+
+    static inline StreamCursor cursors_[2];      // per source: where the next claim's stream scan starts
+    static inline unsigned turns_[2] = {};  // per source: which kind of row fills a claim first
+
+    const Claim& c_;
+    const int64_t max_attempts_;
+    int64_t& fresh_token_;
+    ReturnSetInfo* rsinfo_;
+    std::size_t handed_ = 0, pending_ = 0, dead_ = 0;
+    bool full_ = false;
+};
+
+}  // namespace
+
+int claim_shared(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
+    return SharedClaim(c, max_attempts, fresh_token, rsinfo).run();
+}
+
+}  // namespace whizbang::pg
