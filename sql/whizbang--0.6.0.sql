@@ -1196,5 +1196,28 @@ CREATE FUNCTION whizbang.lease_store() RETURNS text
     AS 'MODULE_PATHNAME', 'wb_lease_store';
 COMMENT ON FUNCTION whizbang.lease_store() IS
     'The lease store this server runs: shared_memory (whizbang in shared_preload_libraries: a claim writes '
-    'nothing) or table (leases in the work rows, as before 0.6.0). Chosen at server start.';
+    'nothing) or table (leases in the work rows, as before 0.6.0). Chosen at server start. No errors.';
 REVOKE ALL ON FUNCTION whizbang.lease_store() FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------
+-- whizbang.leases reads whichever store runs (DESIGN §3.8)
+-- ---------------------------------------------------------------------------------------
+CREATE FUNCTION whizbang._leases()
+    RETURNS TABLE(source text, consumer text, message_id uuid, stream_id uuid, instance_id uuid,
+                  lease_token bigint, lease_expiry timestamptz, attempts integer)
+    LANGUAGE c STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'wb_leases';
+COMMENT ON FUNCTION whizbang._leases() IS
+    'internal: the rows of whizbang.leases, from the shared-memory lease store or from the work rows. '
+    'Errors: 42501 without SELECT on the work tables.';
+REVOKE ALL ON FUNCTION whizbang._leases() FROM PUBLIC;
+
+CREATE OR REPLACE VIEW whizbang.leases AS
+SELECT l.source, l.consumer COLLATE pg_catalog."C" AS consumer, l.message_id, l.stream_id, l.instance_id, l.lease_token, l.lease_expiry, l.attempts
+  FROM whizbang._leases() l;
+COMMENT ON VIEW whizbang.leases IS
+    'Every lease held on inbox and outbox work, in whichever lease store runs (whizbang.lease_store()): holder '
+    'instance, fencing token, expiry, deliveries. A lease whose expiry has passed is listed until the message is '
+    'handed out again or finished (its token still completes it); live ones are WHERE lease_expiry > now(). '
+    'Reading it needs SELECT on the view and on the work tables, and EXECUTE on whizbang._leases().';

@@ -21,6 +21,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "access/transam.h"
+#include "storage/proc.h"
 }
 
 namespace whizbang::pg {
@@ -51,7 +52,8 @@ struct SharedEntry {
     int32 attempts;
     bool has_stream;
     bool ending;
-    TransactionId ending_xid;  // the ending transaction's xid, when it has one
+    int ending_proc;           // the backend whose transaction ends it
+    TransactionId ending_xid;  // that transaction's xid, when it has one
 };
 
 struct Control {
@@ -152,6 +154,10 @@ bool settle(SharedEntry* e, uint32 hash) {
     return true;
 }
 
+// Ended by this backend's open transaction: gone for it (as a row it deleted or updated is),
+// so its own claims may take the row again.
+bool ended_here(const SharedEntry* e) { return e->ending && e->ending_proc == MyProc->pgprocno; }
+
 void finish_pending(bool commit, int from_level) {
     for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
         if (it->level < from_level) continue;
@@ -227,6 +233,7 @@ shm::Lease lease_of(const SharedEntry* e) {
     memcpy(l.stream.data(), e->stream, 16);
     l.seq = e->seq;
     l.ending = e->ending;
+    l.ended_here = ended_here(e);
     return l;
 }
 
@@ -239,6 +246,7 @@ void fill(SharedEntry* e, const shm::Lease& l) {
     memcpy(e->stream, l.stream.data(), 16);
     e->seq = l.seq;
     e->ending = false;
+    e->ending_proc = -1;
     e->ending_xid = InvalidTransactionId;
 }
 
@@ -336,14 +344,15 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
         Take result = Take::taken;
         if (!e) {
             result = Take::full;
-        } else if (found && settle(e, hash)) {
+        } else if (found && settle(e, hash) && !ended_here(e)) {
             if (e->ending || e->expiry > now) result = Take::held;
             else {
                 *old = lease_of(e);
                 result = Take::lapsed;
             }
         } else {
-            if (found) e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
+            if (found && !ended_here(e))
+                e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
             if (!e) result = Take::full;
             else {
                 fill(e, fresh);
@@ -378,7 +387,7 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
         for (std::size_t i = 0; i < keys.size(); ++i) {
             SharedEntry* e = find(keys[i], hashes[i]);
             if (!e || !settle(e, hashes[i]) || e->token != old_token) continue;
-            if (e->ending) return false;  // being completed right now: not this time
+            if (e->ending && !ended_here(e)) return false;  // being completed right now: not this time
             old[i] = lease_of(e);
             in_run[i] = 1;
         }
@@ -439,6 +448,7 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
             else {
                 out = lease_of(e);
                 e->ending = true;
+                e->ending_proc = MyProc->pgprocno;
                 e->ending_xid = xid;
                 remember(key, hash, e->token, true);
             }

@@ -46,6 +46,7 @@ struct Lease {
     core::Uuid stream{};
     int64_t seq = 0;
     bool ending = false;
+    bool ended_here = false;  // ending by this backend's open transaction
 };
 
 enum class Take { taken, held, lapsed, full };
@@ -103,4 +104,27 @@ Usage usage();
 void count_short_claim();
 
 }  // namespace shm
+
+// A lease as operators and the queue views see it: its row's consumer resolved.
+struct LiveLease {
+    Source source;
+    core::Uuid id{};
+    std::string consumer;
+    shm::Lease lease;
+};
+
+// Shared-memory store: the leases of this database (of `only`, or both sources) whose row is
+// unfinished, without those this transaction is ending. Empty with the table store.
+std::vector<LiveLease> shared_leases(std::optional<Source> only);
+
+// The shared leases as parameters of one statement, from parameter number `first` on:
+// lease_params() gives their values (empty arrays with the table store), lease_relation() the
+// relation over them, with columns source, message_id, consumer, instance_id, lease_token,
+// lease_expiry, attempts. Statements read a row's lease as COALESCE(sl.<column>, w.<column>):
+// one of the two stores is always empty.
+constexpr int kLeaseParams = 7;
+std::vector<Datum> lease_params(std::optional<Source> only);
+std::vector<Oid> lease_param_types();
+std::string lease_relation(int first);
+
 }  // namespace whizbang::pg

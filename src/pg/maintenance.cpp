@@ -15,6 +15,7 @@
 
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/lease_store.h"
 #include "pg/maintenance.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
@@ -119,7 +120,13 @@ CachedPlan purge_processed_plans[2] = {
                {TIMESTAMPTZOID, INT4OID})};
 
 // Pre-lease entries whose row was completed, or re-claimed by another instance after the lease
-// lapsed (an instance that stores pre-leased work but never claims again leaves them).
+// lapsed (an instance that stores pre-leased work but never claims again leaves them). The
+// lease is in the row (table store) or among the shared leases passed from $3 on (lease_store.h).
+std::vector<Oid> stale_preleased_types() {
+    std::vector<Oid> types{TIMESTAMPTZOID, INT4OID};
+    for (Oid t : lease_param_types()) types.push_back(t);
+    return types;
+}
 WorkPlan stale_preleased_plan(
     "DELETE FROM whizbang.wh_inbox_preleased p"
     " WHERE p.ctid OPERATOR(pg_catalog.=) ANY (SELECT q.ctid FROM whizbang.wh_inbox_preleased q"
@@ -129,8 +136,20 @@ WorkPlan stale_preleased_plan(
     "                                        AND w.lease_instance OPERATOR(pg_catalog.=) q.instance_id"
     "                                        AND w.lease_token OPERATOR(pg_catalog.=) q.lease_token"
     "                                        AND w.lease_expiry OPERATOR(pg_catalog.>) $1)"
+    "                     AND NOT EXISTS (SELECT 1 FROM " + lease_relation(3) +
+    "                                      WHERE sl.message_id OPERATOR(pg_catalog.=) q.message_id"
+    "                                        AND sl.consumer COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) q.consumer"
+    "                                        AND sl.instance_id OPERATOR(pg_catalog.=) q.instance_id"
+    "                                        AND sl.lease_token OPERATOR(pg_catalog.=) q.lease_token"
+    "                                        AND sl.lease_expiry OPERATOR(pg_catalog.>) $1)"
     "                   LIMIT $2 FOR UPDATE SKIP LOCKED)",
-    {TIMESTAMPTZOID, INT4OID});
+    stale_preleased_types());
+
+std::vector<Datum> stale_preleased_params(Source source, TimestampTz now, int batch) {
+    std::vector<Datum> values{TimestampTzGetDatum(now), Int32GetDatum(batch)};
+    for (Datum d : lease_params(source)) values.push_back(d);
+    return values;
+}
 
 // Stream counters of streams with no work left. Two statements: the counters are locked first
 // (a store numbering the stream holds its counter, so it is skipped), then deleted only if, in
@@ -229,7 +248,7 @@ void processed_batch(TaskRun& run, TimestampTz now, int batch) {
             {TimestampTzGetDatum(days_before(now, "dedup_retention_days")), Int32GetDatum(batch)}));
         run.rows += n;
     } else if (run.phase < 4) {
-        n = static_cast<int64_t>(stale_preleased_plan[source].execute({TimestampTzGetDatum(now), Int32GetDatum(batch)}));
+        n = static_cast<int64_t>(stale_preleased_plan[source].execute(stale_preleased_params(source, now, batch)));
     } else if (IsolationUsesXactSnapshot()) {
         n = 0;  // the second statement needs a fresh snapshot: left to a READ COMMITTED run
     } else {

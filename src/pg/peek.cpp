@@ -12,24 +12,34 @@
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
+#include "pg/lease_store.h"
 #include "pg/spi.h"
 #include "pg/work.h"
 
 namespace whizbang::pg {
 namespace {
 
+// A row's lease from either store (lease_store.h): its expiry and its deliveries so far.
+const std::string kLease =
+    " COALESCE(sl.lease_expiry, w.lease_expiry) AS held_until, COALESCE(sl.attempts, w.attempts) AS deliveries";
+std::string lease_join(const char* source) {
+    return " LEFT JOIN " + lease_relation(4) + " ON sl.source OPERATOR(pg_catalog.=) '" + source + "'" +
+           " AND sl.message_id OPERATOR(pg_catalog.=) w.message_id"
+           " AND sl.consumer COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) w.consumer";
+}
+
 // One source's unfinished rows with their message and ready time (the pending filter comes
 // after the window: an older row that is leased or not due still holds its followers back).
 // $2 (the consumer, NULL: all) selects inbox rows only, as in claim_work.
 const std::string inbox_rows =
     "SELECT 'inbox'::pg_catalog.text AS source, w.message_id, w.stream_id, w.partition_number, m.handler_name,"
-    "       NULL::pg_catalog.text AS destination, m.message_type, m.envelope, m.metadata, m.scope, w.attempts,"
-    "       w.consumer::pg_catalog.text AS consumer, w.scheduled_for, w.lease_expiry, w.last_error, w.ready,"
+    "       NULL::pg_catalog.text AS destination, m.message_type, m.envelope, m.metadata, m.scope, w.deliveries,"
+    "       w.consumer::pg_catalog.text AS consumer, w.scheduled_for, w.held_until, w.last_error, w.ready,"
     "       w.stream_seq"
     "  FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
     "               ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.consumer, w.stream_id"
-    "                                                         ORDER BY w.stream_seq) END AS ready"
-    "          FROM whizbang.wh_inbox_work w"
+    "                                                         ORDER BY w.stream_seq) END AS ready," + kLease +
+    "          FROM whizbang.wh_inbox_work w" + lease_join("inbox") +
     "         WHERE w.processed_at IS NULL"
     "           AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)) w"
     "  JOIN whizbang.wh_inbox m"
@@ -37,32 +47,35 @@ const std::string inbox_rows =
 const std::string outbox_rows =
     "SELECT 'outbox'::pg_catalog.text AS source, w.message_id, w.stream_id, w.partition_number,"
     "       NULL::pg_catalog.text AS handler_name, m.destination, m.message_type, m.event_data AS envelope,"
-    "       m.metadata, m.scope, w.attempts, NULL::pg_catalog.text COLLATE pg_catalog.\"C\" AS consumer,"
-    "       w.scheduled_for, w.lease_expiry, w.last_error, w.ready, w.stream_seq"
+    "       m.metadata, m.scope, w.deliveries, NULL::pg_catalog.text COLLATE pg_catalog.\"C\" AS consumer,"
+    "       w.scheduled_for, w.held_until, w.last_error, w.ready, w.stream_seq"
     "  FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
     "               ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.stream_id ORDER BY w.stream_seq)"
-    "               END AS ready"
-    "          FROM whizbang.wh_outbox_work w WHERE w.processed_at IS NULL) w"
+    "               END AS ready," + kLease +
+    "          FROM whizbang.wh_outbox_work w" + lease_join("outbox") + " WHERE w.processed_at IS NULL) w"
     "  JOIN whizbang.wh_outbox m ON m.message_id OPERATOR(pg_catalog.=) w.message_id";
 
 // The pending rows of `rows` in claim order. $1 now, $2 consumer, $3 limit. One statement per
 // source selection, so a role granted one source's tables can peek at that source.
 std::string peek_sql(const std::string& rows) {
     return "SELECT p.source, p.message_id, p.stream_id, p.partition_number, p.handler_name, p.destination,"
-           "       p.message_type, p.envelope, p.metadata, p.scope, p.attempts, p.consumer, p.scheduled_for,"
-           "       p.lease_expiry, p.last_error"
+           "       p.message_type, p.envelope, p.metadata, p.scope, p.deliveries, p.consumer, p.scheduled_for,"
+           "       p.held_until, p.last_error"
            "  FROM (" + rows + ") p"
            " WHERE p.scheduled_for OPERATOR(pg_catalog.<=) $1"
-           "   AND (p.lease_expiry IS NULL OR p.lease_expiry OPERATOR(pg_catalog.<=) $1)"
+           "   AND (p.held_until IS NULL OR p.held_until OPERATOR(pg_catalog.<=) $1)"
            " ORDER BY p.ready, p.source, p.consumer, p.stream_id, p.stream_seq, p.message_id"
            " LIMIT $3";
 }
 
 // Indexed by Source; [2]: both sources.
-CachedPlan peek_plans[3] = {
-    CachedPlan(peek_sql(inbox_rows), {TIMESTAMPTZOID, TEXTOID, INT4OID}),
-    CachedPlan(peek_sql(outbox_rows), {TIMESTAMPTZOID, TEXTOID, INT4OID}),
-    CachedPlan(peek_sql(inbox_rows + " UNION ALL " + outbox_rows), {TIMESTAMPTZOID, TEXTOID, INT4OID})};
+std::vector<Oid> peek_types() {
+    std::vector<Oid> types{TIMESTAMPTZOID, TEXTOID, INT4OID};
+    for (Oid t : lease_param_types()) types.push_back(t);
+    return types;
+}
+CachedPlan peek_plans[3] = {CachedPlan(peek_sql(inbox_rows), peek_types()), CachedPlan(peek_sql(outbox_rows), peek_types()),
+                            CachedPlan(peek_sql(inbox_rows + " UNION ALL " + outbox_rows), peek_types())};
 
 }  // namespace
 }  // namespace whizbang::pg
@@ -82,9 +95,10 @@ WB_FUNCTION(wb_peek) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
-    const char nulls[] = {' ', consumer ? ' ' : 'n', ' ', '\0'};
-    uint64 rows = peek_plans[source ? static_cast<int>(*source) : 2].execute(
-        {TimestampTzGetDatum(now), consumer ? text_datum(*consumer) : (Datum)0, Int32GetDatum(limit)}, nulls);
+    const std::string nulls = std::string(" ") + (consumer ? ' ' : 'n') + std::string(1 + kLeaseParams, ' ');
+    std::vector<Datum> values{TimestampTzGetDatum(now), consumer ? text_datum(*consumer) : (Datum)0, Int32GetDatum(limit)};
+    for (Datum d : lease_params(source)) values.push_back(d);
+    uint64 rows = peek_plans[source ? static_cast<int>(*source) : 2].execute(values, nulls.c_str());
     spi_rows_to_result(rsinfo, rows);
     spi.finish();
     return (Datum)0;

@@ -5,9 +5,9 @@
 // (not due yet, not leased): the definitions of stats(), which sums these rows per source
 // (stats.cpp), so the two cannot disagree. Outbox rows have no consumer: NULL, as claim_work
 // and wh_dead_letters give it.
-#include "pg/queues.h"
-
 #include "pg/args.h"
+#include "pg/lease_store.h"
+#include "pg/queues.h"
 #include "pg/spi.h"
 
 namespace whizbang::pg {
@@ -23,8 +23,13 @@ std::string work_counts(const char* source, const char* work, const char* messag
            "  pg_catalog.count(*) FILTER (WHERE w.scheduled_for OPERATOR(pg_catalog.>) $1 AND NOT w.leased) AS scheduled,"
            "  0::pg_catalog.int8 AS dead_lettered,"
            "  pg_catalog.min(m." + stored_at + ") FILTER (WHERE " + pending + ") AS oldest"
-           "  FROM (SELECT w.*, COALESCE(w.lease_expiry OPERATOR(pg_catalog.>) $1, false) AS leased"
-           "          FROM " + work + " w WHERE w.processed_at IS NULL) w"
+           "  FROM (SELECT w.*,"
+           "               COALESCE(COALESCE(sl.lease_expiry, w.lease_expiry) OPERATOR(pg_catalog.>) $1, false) AS leased"
+           "          FROM " + work + " w LEFT JOIN " + lease_relation(2) +
+           "            ON sl.source OPERATOR(pg_catalog.=) '" + source + "'"
+           "           AND sl.message_id OPERATOR(pg_catalog.=) w.message_id"
+           "           AND sl.consumer COLLATE pg_catalog.\"C\" OPERATOR(pg_catalog.=) w.consumer"
+           "         WHERE w.processed_at IS NULL) w"
            "  JOIN " + messages + " m ON " + join +
            " GROUP BY w.consumer";
 }
@@ -54,8 +59,20 @@ std::string queue_counts_sql() {
            " ORDER BY c.source, c.consumer";
 }
 
+std::vector<Oid> queue_counts_types() {
+    std::vector<Oid> types{TIMESTAMPTZOID};
+    for (Oid t : lease_param_types()) types.push_back(t);
+    return types;
+}
+
+std::vector<Datum> queue_counts_params(TimestampTz now) {
+    std::vector<Datum> values{TimestampTzGetDatum(now)};
+    for (Datum d : lease_params(std::nullopt)) values.push_back(d);
+    return values;
+}
+
 namespace {
-CachedPlan queues_plan(queue_counts_sql(), {TIMESTAMPTZOID});
+CachedPlan queues_plan(queue_counts_sql(), queue_counts_types());
 }  // namespace
 
 }  // namespace whizbang::pg
@@ -70,7 +87,7 @@ WB_FUNCTION(wb_queues) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
-    uint64 rows = queues_plan.execute({TimestampTzGetDatum(now)});
+    uint64 rows = queues_plan.execute(queue_counts_params(now));
     spi_rows_to_result(rsinfo, rows);
     spi.finish();
     return (Datum)0;

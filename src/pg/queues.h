@@ -3,12 +3,18 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "pg/bridge.h"
 
 namespace whizbang::pg {
 
-// A statement (its only parameter, $1, is `now`) returning one row per (source, consumer) that
+// A statement (parameters: queue_counts_params(), $1 is `now`, then the shared leases)
+// returning one row per (source, consumer) that
 // has unprocessed work or dead letters: source, consumer (NULL for the outbox), pending, leased,
 // scheduled, dead_lettered, oldest_pending_seconds, ordered by source and consumer.
 std::string queue_counts_sql();
+std::vector<Oid> queue_counts_types();
+std::vector<Datum> queue_counts_params(TimestampTz now);
 
 }  // namespace whizbang::pg

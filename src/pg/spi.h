@@ -16,12 +16,13 @@ class CachedPlan {
 public:
     CachedPlan(std::string sql, std::initializer_list<Oid> arg_types)
         : sql_(std::move(sql)), arg_types_(arg_types) {}
+    CachedPlan(std::string sql, std::vector<Oid> arg_types) : sql_(std::move(sql)), arg_types_(std::move(arg_types)) {}
 
     // For statements whose best plan depends on how big the work tables are right now (claims,
     // row locks): planned for the actual parameters on every execution, never a generic plan
     // that was cheapest when the queue was empty.
-    static CachedPlan replanned(std::string sql, std::initializer_list<Oid> arg_types) {
-        CachedPlan plan(std::move(sql), arg_types);
+    static CachedPlan replanned(std::string sql, std::vector<Oid> arg_types) {
+        CachedPlan plan(std::move(sql), std::move(arg_types));
         plan.cursor_options_ = CURSOR_OPT_CUSTOM_PLAN;
         return plan;
     }

@@ -3,6 +3,7 @@
 // on a big dedup table the dedup_* metrics cost a scan of it.
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/lease_store.h"
 #include "pg/queues.h"
 #include "pg/spi.h"
 
@@ -45,7 +46,7 @@ CachedPlan stats_plan(
         "  FROM whizbang.wh_idempotency_keys) k"
         " CROSS JOIN LATERAL (VALUES ('idempotency_in_progress', k.in_progress), ('idempotency_completed', k.completed),"
         "                            ('idempotency_tombstones', k.tombstones)) AS m(metric, value)",
-    {TIMESTAMPTZOID});
+    queue_counts_types());
 
 }  // namespace
 }  // namespace whizbang::pg
@@ -59,8 +60,23 @@ WB_FUNCTION(wb_stats) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     const TimestampTz now = GetCurrentTransactionStartTimestamp();
-    uint64 rows = stats_plan.execute({TimestampTzGetDatum(now)});
+    uint64 rows = stats_plan.execute(queue_counts_params(now));
     spi_rows_to_result(rsinfo, rows);
+    // The lease store (DESIGN §3.8): which one runs, and the shared table's capacity and use.
+    const shm::Usage u = shm::usage();
+    const std::pair<const char*, int64_t> store[] = {{"lease_store_shared_memory", shared_leases_active() ? 1 : 0},
+                                                     {"lease_store_capacity", u.max_leases},
+                                                     {"lease_store_entries", u.in_use},
+                                                     {"lease_store_full_claims", u.short_claims}};
+    std::vector<Datum> names;
+    for (const auto& [name, value] : store) names.push_back(text_datum(name));
+    pg_call([&] {
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            Datum values[2] = {names[i], Int64GetDatum(store[i].second)};
+            bool nulls[2] = {false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
     spi.finish();
     return (Datum)0;
 }

@@ -495,6 +495,7 @@ std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_
 bool outbox_installed() { return OidIsValid(work_table(Source::outbox)); }
 
 int64_t next_lease_token() {
+    if (shared_leases_active()) return shm::next_token();
     static CachedPlan plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
     plan.execute({});
     bool isnull = false;

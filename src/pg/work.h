@@ -39,6 +39,8 @@ std::string outbox_twin(const std::string& sql);
 class WorkPlan {
 public:
     WorkPlan(const std::string& inbox_sql, std::initializer_list<Oid> arg_types, bool replanned = false)
+        : WorkPlan(inbox_sql, std::vector<Oid>(arg_types), replanned) {}
+    WorkPlan(const std::string& inbox_sql, const std::vector<Oid>& arg_types, bool replanned = false)
         : plans_{replanned ? CachedPlan::replanned(inbox_sql, arg_types) : CachedPlan(inbox_sql, arg_types),
                  replanned ? CachedPlan::replanned(outbox_twin(inbox_sql), arg_types)
                            : CachedPlan(outbox_twin(inbox_sql), arg_types)} {}

@@ -11,6 +11,7 @@
 #include "core/partition.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/lease_store.h"
 #include "pg/spi.h"
 #include "pg/work_store.h"
 
@@ -210,12 +211,30 @@ void write_work(const StoreOptions& o, const std::vector<Message>& messages, con
         pre_leased[k] = o.instance && due_now && !(m.stream_id && busy.count(*m.stream_id));
         if (m.stream_id) busy.insert(*m.stream_id);
     }
-    const char nulls[] = {' ', o.instance ? ' ' : 'n', o.instance ? ' ' : 'n', o.instance ? ' ' : 'n',
+    // Shared-memory store: the rows carry no lease; the store takes theirs in shared memory
+    // (dropped again if this transaction aborts).
+    const bool in_rows = o.instance && !shared_leases_active();
+    if (o.instance && !in_rows)
+        for (std::size_t k = 0; k < n; ++k) {
+            if (!pre_leased[k]) continue;
+            const Message& m = messages[fresh[k]];
+            shm::Lease lease;
+            lease.instance = *o.instance;
+            lease.token = token;
+            lease.expiry = o.lease_expiry;
+            lease.has_stream = m.stream_id.has_value();
+            if (m.stream_id) lease.stream = *m.stream_id;
+            lease.seq = seq_nulls[k] ? 0 : DatumGetInt64(seq_values[k]);
+            shm::Lease old;
+            pre_leased[k] = shm::take({source, ids[k], o.consumer}, lease, o.now, &old) == shm::Take::taken;
+        }
+    const char nulls[] = {' ', in_rows ? ' ' : 'n', in_rows ? ' ' : 'n', in_rows ? ' ' : 'n',
                           ' ', ' ', ' ', ' ', ' ', ' ', '\0'};
     insert_work_plan[source].execute({consumer, o.instance ? PointerGetDatum(o.instance->data()) : (Datum)0,
                                       Int64GetDatum(token), TimestampTzGetDatum(o.lease_expiry), uuid_array(ids),
                                       uuid_array(streams), datum_array(seq_values, seq_nulls, INT8OID),
-                                      int4_array(partitions), timestamptz_array(due), bool_array(pre_leased)},
+                                      int4_array(partitions), timestamptz_array(due),
+                                      bool_array(in_rows ? pre_leased : std::vector<char>(n, 0))},
                                      nulls);
     if (o.instance) {
         std::vector<core::Uuid> leased;
