@@ -1221,3 +1221,28 @@ COMMENT ON VIEW whizbang.leases IS
     'instance, fencing token, expiry, deliveries. A lease whose expiry has passed is listed until the message is '
     'handed out again or finished (its token still completes it); live ones are WHERE lease_expiry > now(). '
     'Reading it needs SELECT on the view and on the work tables, and EXECUTE on whizbang._leases().';
+
+-- ---------------------------------------------------------------------------------------
+-- A work row deleted by hand ends its shared lease (DESIGN §3.8)
+-- ---------------------------------------------------------------------------------------
+-- whizbang's own calls end a row's lease when they finish the row. These triggers cover every
+-- other way a work row goes (a DELETE by hand, a TRUNCATE, a cascade), so a message stored
+-- again under the same id is not held by the lease of a row that no longer exists. With the
+-- table store they return at once.
+CREATE FUNCTION whizbang._lease_row_deleted() RETURNS trigger
+    LANGUAGE c
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'wb_lease_row_deleted';
+COMMENT ON FUNCTION whizbang._lease_row_deleted() IS
+    'internal: trigger of the work tables; a deleted or truncated work row''s shared-memory lease ends with the '
+    'deleting transaction. Errors: 39P01 when called other than as a trigger.';
+REVOKE ALL ON FUNCTION whizbang._lease_row_deleted() FROM PUBLIC;
+
+CREATE TRIGGER wh_inbox_work_lease_end AFTER DELETE ON whizbang.wh_inbox_work
+    FOR EACH ROW EXECUTE FUNCTION whizbang._lease_row_deleted('inbox');
+CREATE TRIGGER wh_inbox_work_lease_truncate AFTER TRUNCATE ON whizbang.wh_inbox_work
+    FOR EACH STATEMENT EXECUTE FUNCTION whizbang._lease_row_deleted('inbox');
+CREATE TRIGGER wh_outbox_work_lease_end AFTER DELETE ON whizbang.wh_outbox_work
+    FOR EACH ROW EXECUTE FUNCTION whizbang._lease_row_deleted('outbox');
+CREATE TRIGGER wh_outbox_work_lease_truncate AFTER TRUNCATE ON whizbang.wh_outbox_work
+    FOR EACH STATEMENT EXECUTE FUNCTION whizbang._lease_row_deleted('outbox');

@@ -130,3 +130,31 @@ WB_FUNCTION(wb_leases) {
     spi.finish();
     return (Datum)0;
 }
+
+// _lease_row_deleted() RETURNS trigger, AFTER DELETE FOR EACH ROW and AFTER TRUNCATE on the
+// work tables (TG_ARGV[0]: 'inbox' or 'outbox'). A work row deleted by anything but whizbang's
+// own calls (by hand, a cascade, a test's clean-up) ends its shared lease with the deleting
+// transaction, so a row stored again under the same id later is not held by a stale lease; a
+// truncate removes them all at once. whizbang's own deletes have ended the lease already.
+WB_FUNCTION(wb_lease_row_deleted) {
+    if (!CALLED_AS_TRIGGER(fcinfo))
+        throw SqlError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "_lease_row_deleted() must be called as a trigger");
+    TriggerData* data = reinterpret_cast<TriggerData*>(fcinfo->context);
+    if (!shared_leases_active()) return PointerGetDatum(nullptr);
+    const Source source = strcmp(data->tg_trigger->tgargs[0], "outbox") == 0 ? Source::outbox : Source::inbox;
+    if (TRIGGER_FIRED_BY_TRUNCATE(data->tg_event)) {
+        shm::drop_all(source);
+        return PointerGetDatum(nullptr);
+    }
+    TupleDesc desc = RelationGetDescr(data->tg_relation);
+    bool id_null = false, consumer_null = false;
+    const int id_col = pg_call([&] { return SPI_fnumber(desc, "message_id"); });
+    const int consumer_col = pg_call([&] { return SPI_fnumber(desc, "consumer"); });
+    Datum id = pg_call([&] { return heap_getattr(data->tg_trigtuple, id_col, desc, &id_null); });
+    Datum consumer = pg_call([&] { return heap_getattr(data->tg_trigtuple, consumer_col, desc, &consumer_null); });
+    if (!id_null && !consumer_null) {
+        bool mismatch = false;
+        (void)shm::end({source, uuid_from_datum(id), text_from_datum(consumer)}, std::nullopt, &mismatch);
+    }
+    return PointerGetDatum(nullptr);
+}

@@ -35,6 +35,10 @@ constexpr const char* kTranche = "whizbang_leases";
 constexpr const char* kTokenFile = "whizbang_lease_tokens";
 constexpr int64_t kTokenReserve = 10 * USECS_PER_SEC;
 
+// The token of an entry that holds no lease: it only marks a row whose end (a cancel, an
+// unfenced completion, a delete) is not committed yet, so that no claim hands the row out.
+constexpr int64 kNoLease = 0;
+
 struct SharedKey {
     Oid database;
     int32 source;
@@ -166,7 +170,7 @@ void finish_pending(bool commit, int from_level) {
         SharedEntry* e = find(it->key, it->hash);
         if (e && e->token == it->token) {
             if (it->ending && e->ending) {
-                if (commit) remove(it->key, it->hash);
+                if (commit || e->token == kNoLease) remove(it->key, it->hash);
                 else {
                     e->ending = false;
                     e->ending_xid = InvalidTransactionId;
@@ -441,6 +445,7 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
         const uint32 hash = get_hash_value(table, &key);
         LWLock* lock = partition_lock(hash);
         LWLockAcquire(lock, LW_EXCLUSIVE);
+        bool found = false;
         SharedEntry* e = find(key, hash);
         std::optional<Lease> out;
         if (e && settle(e, hash)) {
@@ -452,6 +457,16 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
                 e->ending_xid = xid;
                 remember(key, hash, e->token, true);
             }
+        } else if (!token && (e = static_cast<SharedEntry*>(
+                                  hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found)))) {
+            // No lease: mark the row as being ended all the same (removed at commit or abort).
+            shm::Lease none;
+            fill(e, none);
+            e->token = kNoLease;
+            e->ending = true;
+            e->ending_proc = MyProc->pgprocno;
+            e->ending_xid = xid;
+            remember(key, hash, kNoLease, true);
         }
         LWLockRelease(lock);
         return out;
@@ -498,7 +513,7 @@ std::vector<Listed> leases_of_database() {
         HASH_SEQ_STATUS scan;
         hash_seq_init(&scan, table);
         while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
-            if (e->key.database != MyDatabaseId || out.size() == out.capacity()) continue;
+            if (e->key.database != MyDatabaseId || e->token == kNoLease || out.size() == out.capacity()) continue;
             Listed l;
             l.source = static_cast<Source>(e->key.source);
             memcpy(l.id.data(), e->key.id, 16);
@@ -509,6 +524,20 @@ std::vector<Listed> leases_of_database() {
         for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
     });
     return out;
+}
+
+void drop_all(Source source) {
+    require_active();
+    pg_call([&] {
+        for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE);
+        HASH_SEQ_STATUS scan;
+        hash_seq_init(&scan, table);
+        // Removing the entry just returned is allowed during a dynahash scan.
+        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan)))
+            if (e->key.database == MyDatabaseId && e->key.source == static_cast<int32>(source))
+                hash_search(table, &e->key, HASH_REMOVE, nullptr);
+        for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
+    });
 }
 
 Usage usage() {

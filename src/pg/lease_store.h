@@ -96,6 +96,9 @@ struct Listed {
 std::vector<Listed> leases_of_database();
 uint64_t consumer_hash(const std::string& consumer);
 
+// Removes every lease of `source` in this database (the work table was truncated).
+void drop_all(Source source);
+
 // Capacity and use, for stats().
 struct Usage {
     int64_t max_leases = 0, in_use = 0, short_claims = 0;

@@ -50,7 +50,7 @@ WorkPlan stream_heads_plan = WorkPlan::replanned(
     "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
     "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
     "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)"
-    "SELECT h.message_id, h.consumer::pg_catalog.text, h.attempts, h.stream_id, h.stream_seq"
+    "SELECT h.message_id, h.consumer::pg_catalog.text, h.attempts, h.stream_id, h.stream_seq, h.scheduled_for"
     "  FROM streams s CROSS JOIN LATERAL ("
     "    SELECT w.message_id, w.consumer, w.stream_id, w.stream_seq, w.scheduled_for, w.attempts"
     "      FROM whizbang.wh_inbox_work w"
@@ -58,8 +58,9 @@ WorkPlan stream_heads_plan = WorkPlan::replanned(
     "       AND w.processed_at IS NULL"
     "     ORDER BY w.stream_seq LIMIT 1) h"
     " WHERE h.scheduled_for OPERATOR(pg_catalog.<=) $1"
-    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))",
-    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, BOOLOID, TEXTOID, UUIDOID});
+    "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
+    " LIMIT $8",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, BOOLOID, TEXTOID, UUIDOID, INT4OID});
 
 // Rows stored pre-leased to this instance (their leases were taken by the store).
 WorkPlan preleased_plan(
@@ -281,53 +282,65 @@ private:
         spi_close(cursor);
     }
 
-    void take_stream_heads(std::vector<Pick>& picks) {
-        if (room() <= 0) return;
+    struct Head {
+        shm::LeaseKey key;
+        int attempts;
+        core::Uuid stream;
+        int64_t seq;
+        TimestampTz due;
+    };
+
+    // Up to `limit` due stream heads from the rotating starting point to the end, then from the
+    // start; moves the starting point past the last stream seen.
+    std::vector<Head> find_stream_heads(int limit) {
         StreamCursor& at = cursors_[static_cast<int>(c_.source)];
         StreamCursor last;
+        std::vector<Head> found;
         std::set<std::pair<core::Uuid, std::string>> seen;
-        // From the rotating starting point to the end, then from the start.
-        for (int pass = 0; pass < 2 && room() > 0 && !full_; ++pass) {
+        for (int pass = 0; pass < 2 && static_cast<int>(found.size()) < limit; ++pass) {
             const bool from_start = pass == 1 || !at.set;
             const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', from_start ? 'n' : ' ',
-                                  from_start ? 'n' : ' ', '\0'};
-            Portal cursor = stream_heads_plan[c_.source].open_cursor(
+                                  from_start ? 'n' : ' ', ' ', '\0'};
+            uint64 rows = stream_heads_plan[c_.source].execute(
                 {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count),
                  BoolGetDatum(from_start), from_start ? (Datum)0 : text_datum(at.consumer),
-                 from_start ? (Datum)0 : PointerGetDatum(at.stream.data())},
+                 from_start ? (Datum)0 : PointerGetDatum(at.stream.data()),
+                 Int32GetDatum(limit - static_cast<int>(found.size()))},
                 nulls);
-            long batch = std::max(room() * 2L, 32L);
-            bool wrapped = false;
-            while (room() > 0 && !full_ && !wrapped) {
-                uint64 rows = spi_fetch(cursor, batch);
-                // Collect the batch first: take_one may run SPI and replace the fetched rows.
-                struct Found { shm::LeaseKey key; int attempts; core::Uuid stream; int64_t seq; };
-                std::vector<Found> found;
-                for (uint64 r = 0; r < rows; ++r) {
-                    bool isnull = false;
-                    Found f{{c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))},
-                            DatumGetInt32(spi_value(r, 3, &isnull)), uuid_from_datum(spi_value(r, 4, &isnull)),
-                            DatumGetInt64(spi_value(r, 5, &isnull))};
-                    found.push_back(std::move(f));
-                }
-                for (const Found& f : found) {
-                    if (room() <= 0 || full_) break;
-                    if (!seen.insert({f.key.id, f.key.consumer}).second) {
-                        wrapped = true;  // the second pass reached where the first began
-                        break;
-                    }
-                    last = {f.key.consumer, f.stream, true};
-                    if (!take_one(f.key, f.attempts, f.stream, f.seq)) continue;
-                    picks.push_back({f.key, token(), c_.expiry, true, f.stream, f.seq});
-                    ++pending_;
-                }
-                if (rows < static_cast<uint64>(batch)) break;
-                batch = std::min(batch * 4, 100000L);
+            for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false;
+                Head h{{c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))},
+                       DatumGetInt32(spi_value(r, 3, &isnull)), uuid_from_datum(spi_value(r, 4, &isnull)),
+                       DatumGetInt64(spi_value(r, 5, &isnull)), DatumGetTimestampTz(spi_value(r, 6, &isnull))};
+                last = {h.key.consumer, h.stream, true};
+                if (seen.insert({h.key.id, h.key.consumer}).second) found.push_back(std::move(h));
             }
-            spi_close(cursor);
             if (from_start) break;
         }
         at = last;  // nothing found: the next claim starts from the beginning
+        return found;
+    }
+
+    // Takes up to room() stream heads, earliest due first among those found (as the table store
+    // hands them out). Heads another claim holds are skipped and the scan goes on past them, a
+    // few times at most, instead of answering short while heads are free.
+    void take_stream_heads(std::vector<Pick>& picks) {
+        std::set<std::pair<core::Uuid, std::string>> tried;
+        for (int attempt = 0; attempt < 4 && room() > 0 && !full_; ++attempt) {
+            const int wanted = room() > INT32_MAX / 2 ? INT32_MAX : room() * 2;
+            std::vector<Head> found = find_stream_heads(wanted);
+            std::stable_sort(found.begin(), found.end(), [](const Head& a, const Head& b) { return a.due < b.due; });
+            bool fresh_found = false;
+            for (const Head& h : found) {
+                if (room() <= 0 || full_) break;
+                if (!tried.insert({h.key.id, h.key.consumer}).second) continue;
+                fresh_found = true;
+                if (!take_one(h.key, h.attempts, h.stream, h.seq)) continue;
+                picks.push_back({h.key, token(), c_.expiry, true, h.stream, h.seq});
+                ++pending_;
+            }
+            if (!fresh_found || static_cast<int>(found.size()) < wanted) break;  // every stream was looked at
+        }
     }
 
     // Reads the picks again in a fresh snapshot and hands out those still claimable (or dead
