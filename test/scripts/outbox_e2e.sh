@@ -171,8 +171,9 @@ status=0
 check_eq "the crashing relay died with status 1 after its publish" "1 1" \
   "$status $(grep -c 'crash-after-publish: exiting' "$work/crash.log" || true)"
 check "the message is still in wh_outbox, leased (attempt 1), lease not yet expired" \
-  "SELECT b.message_id IS NOT NULL AND w.attempts = 1 AND w.lease_token IS NOT NULL AND w.lease_expiry > now()
-     FROM whizbang.wh_outbox b JOIN whizbang.wh_outbox_work w USING (message_id) WHERE message_id = '$crash_id'"
+  "SELECT b.message_id IS NOT NULL AND l.attempts = 1 AND l.lease_token IS NOT NULL AND l.lease_expiry > now()
+     FROM whizbang.wh_outbox b JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = b.message_id
+    WHERE b.message_id = '$crash_id'"
 check "the receiver got it once: one delivery, one effect, observation_count 1" \
   "SELECT (SELECT count(*) FROM outbox_demo_effects_deliveries WHERE message_id = '$crash_id') = 1
       AND (SELECT count(*) FROM outbox_demo_effects WHERE order_id = '$crash_order') = 1
@@ -185,7 +186,8 @@ ROLLBACK;
 SQL
 )
 check_eq "while the dead relay's lease lives, nobody else can claim the message" "0" "$out"
-if ! wait_for 15 "SELECT lease_expiry <= now() FROM whizbang.wh_outbox_work WHERE message_id = '$crash_id'"; then
+if ! wait_for 15 "SELECT NOT EXISTS (SELECT FROM whizbang.leases
+                                       WHERE source = 'outbox' AND message_id = '$crash_id' AND lease_expiry > now())"; then
   echo "FAIL the crashed relay's lease did not expire within 15 s"; FAILED=$((FAILED + 1))
 fi
 "$PY" "$RELAY" "${TRANSPORT[@]}" --poll 0.1 --max-idle 1 >"$work/recover.json" 2>"$work/recover.log"
@@ -221,7 +223,8 @@ fence_order=$(q "SELECT event_data->>'order_id' FROM whizbang.wh_outbox")
   >"$work/fence-a.json" 2>"$work/fence-a.log" &
 pids+=($!)
 if ! wait_for 10 "SELECT EXISTS (SELECT 1 FROM outbox_demo_effects_deliveries WHERE message_id = '$fence_id')
-                     AND (SELECT lease_expiry <= now() FROM whizbang.wh_outbox_work WHERE message_id = '$fence_id')"; then
+                     AND NOT EXISTS (SELECT FROM whizbang.leases
+                                      WHERE source = 'outbox' AND message_id = '$fence_id' AND lease_expiry > now())"; then
   echo "FAIL relay A did not publish, or its lease did not run out"; FAILED=$((FAILED + 1))
 fi
 "$PY" "$RELAY" "${TRANSPORT[@]}" --lease 30 --slow-publish 4 --poll 0.1 --max-idle 0.5 \

@@ -256,7 +256,8 @@ check "outbox: per-customer order at the receiver" \
 # d. pgbench through the pooler, 8 clients on 3 server connections, three scripts:
 #    - a batch of 10 inbox messages (random ids, 8 streams) in one store_inbox_messages call;
 #    - claim_work and complete_work of what it claimed, in ONE transaction (the client's
-#      instance id comes from its client_id; the claimed rows are read back by that instance);
+#      instance id comes from its client_id; the claimed rows are read back from whizbang.leases
+#      by that instance, as in either lease store);
 #      a completion that is not 'completed' raises (division by zero) and fails the run;
 #    - a transaction storing 5 outbox messages.
 #    Every variable is an integer, so the same scripts run with -M simple (substituted) and
@@ -278,11 +279,13 @@ SELECT count(*) AS claimed
                            p_max_rows => 10, p_lease_seconds => 30, p_consumer => 'bench') \gset
 SELECT 1 / (count(*) FILTER (WHERE outcome OPERATOR(pg_catalog.<>) 'completed') = 0)::int AS all_completed
   FROM whizbang.complete_work('inbox',
-         ARRAY(SELECT message_id FROM whizbang.wh_inbox_work
-                WHERE consumer = 'bench' AND lease_instance = ('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid
+         ARRAY(SELECT message_id FROM whizbang.leases
+                WHERE source = 'inbox' AND consumer = 'bench'
+                  AND instance_id = ('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid
                 ORDER BY message_id),
-         ARRAY(SELECT lease_token FROM whizbang.wh_inbox_work
-                WHERE consumer = 'bench' AND lease_instance = ('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid
+         ARRAY(SELECT lease_token FROM whizbang.leases
+                WHERE source = 'inbox' AND consumer = 'bench'
+                  AND instance_id = ('00000000-0000-4000-8000-' || lpad(:client_id::text, 12, '0'))::uuid
                 ORDER BY message_id),
          p_consumer => 'bench');
 END;
@@ -316,7 +319,7 @@ bench() {
   echo "failed=$(sed -nE 's/^number of failed transactions: ([0-9]+).*/\1/p' "$work/pgbench-$mode.log")"
   echo "inbox_stored=$(q "SELECT count(*) - $before_inbox = 10 * ${n_inbox:-0} FROM whizbang.wh_message_deduplication WHERE consumer = 'bench'")"
   echo "outbox_stored=$(q "SELECT count(*) - $before_outbox = 5 * ${n_outbox:-0} FROM whizbang.wh_outbox")"
-  echo "none_left_leased=$(q "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work WHERE lease_instance IS NOT NULL)")"
+  echo "none_left_leased=$(q "SELECT NOT EXISTS (SELECT 1 FROM whizbang.leases WHERE source = 'inbox')")"
 }
 total=$((BENCH_CLIENTS * BENCH_TX))
 for mode in simple extended; do

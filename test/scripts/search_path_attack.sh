@@ -253,17 +253,23 @@ SELECT * FROM whizbang.store_inbox_messages('[
 
 -- claims: A gets its pre-leased rows handed back with the due ones; partitions; all sources
 SELECT message_id, lease_token FROM whizbang.claim_work('$A', 'inbox', p_consumer => 'c$P');
-SELECT lease_token AS t1 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'c$P'
+SELECT lease_token AS t1 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'c$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000001' \gset
-SELECT lease_token AS t2 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'c$P'
+SELECT lease_token AS t2 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'c$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000002' \gset
-SELECT lease_token AS t3 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'c$P'
+SELECT lease_token AS t3 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'c$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000003' \gset
-SELECT lease_token AS t4 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'c$P'
+SELECT lease_token AS t4 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'c$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000004' \gset
-SELECT lease_token AS t5 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'c$P'
+SELECT lease_token AS t5 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'c$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000005' \gset
-SELECT lease_token AS t6 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'c$P'
+SELECT lease_token AS t6 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'c$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000006' \gset
 SELECT * FROM whizbang.renew_leases('inbox', '{${P}3000000-0000-7000-8000-000000000001}', ARRAY[:t1]::pg_catalog.int8[], 60, 'c$P');
 SELECT * FROM whizbang.complete_work('inbox', '{${P}3000000-0000-7000-8000-000000000001,${P}3000000-0000-7000-8000-000000000002}',
@@ -287,12 +293,14 @@ SELECT * FROM whizbang.store_inbox_messages('[
   {"MessageId": "${P}3000000-0000-7000-8000-000000000009", "HandlerName": "h", "MessageType": "t", "Envelope": {},
    "StreamId": "${P}3100000-0000-7000-8000-000000000004"}]', p_consumer => 'r$P');
 SELECT message_id FROM whizbang.claim_work('$F', 'inbox', p_lease_seconds => 1, p_consumer => 'r$P');
-SELECT lease_token AS f9 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'r$P'
+SELECT lease_token AS f9 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'r$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000009' \gset
 SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'r$P',
     p_now => pg_catalog.now() OPERATOR(pg_catalog.+) '10 seconds'::pg_catalog.interval);
 SELECT * FROM whizbang.complete_work('inbox', '{${P}3000000-0000-7000-8000-000000000009}', ARRAY[:f9]::pg_catalog.int8[], 'r$P');
-SELECT lease_token AS g8 FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'r$P'
+SELECT lease_token AS g8 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'inbox'
+   AND consumer OPERATOR(pg_catalog.=) 'r$P'
    AND message_id OPERATOR(pg_catalog.=) '${P}3000000-0000-7000-8000-000000000008' \gset
 SELECT * FROM whizbang.fail_work('inbox', '{${P}3000000-0000-7000-8000-000000000008}', '{"retry me"}',
     ARRAY[:g8]::pg_catalog.int8[], '{true}', 'r$P', pg_catalog.now() OPERATOR(pg_catalog.+) '11 seconds'::pg_catalog.interval);
@@ -311,8 +319,8 @@ SELECT * FROM whizbang.store_outbox_messages('[
 SELECT message_id, lease_token FROM whizbang.claim_work('$D', 'outbox');
 SELECT whizbang.complete_outbox_published('{${P}4000000-0000-7000-8000-000000000001}');
 SELECT whizbang.complete_outbox_published('{${P}4000000-0000-7000-8000-000000000002}', true);
-SELECT lease_token AS o4 FROM whizbang.wh_outbox_work
- WHERE message_id OPERATOR(pg_catalog.=) '${P}4000000-0000-7000-8000-000000000004' \gset
+SELECT lease_token AS o4 FROM whizbang.leases WHERE source OPERATOR(pg_catalog.=) 'outbox'
+   AND message_id OPERATOR(pg_catalog.=) '${P}4000000-0000-7000-8000-000000000004' \gset
 SELECT * FROM whizbang.complete_work('outbox', '{${P}4000000-0000-7000-8000-000000000004}', ARRAY[:o4]::pg_catalog.int8[]);
 SELECT message_id FROM whizbang.claim_work('$E', NULL);
 SELECT * FROM whizbang.fail_work('outbox', '{${P}4000000-0000-7000-8000-000000000003}', '{"broker down"}',
