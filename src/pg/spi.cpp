@@ -41,7 +41,9 @@ uint64 CachedPlan::execute_latest(const std::vector<Datum>& values, const char* 
 
 Portal CachedPlan::open_cursor(const std::vector<Datum>& values, const char* nulls) {
     prepare(values, nulls);
-    return pg_call([&] { return SPI_cursor_open(nullptr, plan_, const_cast<Datum*>(values.data()), nulls, true); });
+    // Not read-only: in READ COMMITTED the cursor then reads a snapshot taken now, not the
+    // calling statement's.
+    return pg_call([&] { return SPI_cursor_open(nullptr, plan_, const_cast<Datum*>(values.data()), nulls, false); });
 }
 
 uint64 spi_fetch(Portal portal, long count) {

@@ -31,7 +31,7 @@ public:
     // The same, in a snapshot taken now (GetLatestSnapshot), whatever the isolation level: to
     // check what another transaction committed a moment ago.
     uint64 execute_latest(const std::vector<Datum>& values, const char* nulls = nullptr);
-    // Opens a read-only cursor over the statement; fetch its rows with spi_fetch().
+    // Opens a cursor over the statement (a SELECT); fetch its rows with spi_fetch().
     Portal open_cursor(const std::vector<Datum>& values, const char* nulls = nullptr);
 
 private:

@@ -160,11 +160,12 @@ public:
             if (streams_first) take_stream_heads(picks);
             take_unstreamed(picks);
             if (!streams_first) take_stream_heads(picks);
-            const std::size_t before = handed_;
             const std::vector<Pick> heads = hand_out(picks);
             take_followers(heads);
-            if (dead_ == 0 || handed_ == before) break;  // a round that dead-lettered leaves room
-            dead_ = 0;
+            // A round that dead-lettered leaves room, and so does one whose candidates were
+            // finished by others between the read and the take: look again.
+            if (dead_ == 0 && rejected_ == 0) break;
+            dead_ = rejected_ = 0;
         }
         if (full_) shm::count_short_claim();
         return static_cast<int>(handed_);
@@ -411,6 +412,7 @@ private:
                 dead_consumers.push_back(p.key.consumer);
             } else if (taken_here) {
                 shm::drop(p.key, p.token);
+                ++rejected_;
             }
         }
         dead_ += dead_ids.size();
@@ -468,7 +470,7 @@ private:
     const int64_t max_attempts_;
     int64_t& fresh_token_;
     ReturnSetInfo* rsinfo_;
-    std::size_t handed_ = 0, pending_ = 0, dead_ = 0;
+    std::size_t handed_ = 0, pending_ = 0, dead_ = 0, rejected_ = 0;
     bool full_ = false;
 };
 
