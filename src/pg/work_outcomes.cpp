@@ -142,6 +142,50 @@ void lock_named(Named& n) {
     }
 }
 
+// The named rows whose existence decides between not_found and lease_lost when they hold no
+// lease of the caller's.
+WorkPlan unfinished_plan(
+    "SELECT w.message_id FROM whizbang.wh_inbox_work w"
+    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
+    "   AND w.processed_at IS NULL",
+    {TEXTOID, UUIDARRAYOID});
+
+// Shared-memory store, calls with tokens: the rows a caller holds are known from their leases,
+// so no row is locked first. A row is written only by the holder of its lease (claims write
+// only rows whose lease they took over), so fenced calls never wait for each other; the rows
+// they delete or update are locked by those statements.
+void read_held(Named& n) {
+    n.consumer_datum = text_datum(n.consumer);
+    std::vector<core::Uuid> unleased;
+    for (const core::Uuid& id : n.ids) {
+        if (n.rows.count(id)) continue;
+        const std::optional<shm::Lease> lease = shm::get({n.source, id, n.consumer});
+        if (!lease || lease->ending) {
+            unleased.push_back(id);
+            continue;
+        }
+        Row row;
+        row.token = lease->token;
+        row.attempts = lease->attempts;
+        if (lease->has_stream) row.stream = lease->stream;
+        row.seq = lease->seq;
+        row.lease_expiry = lease->expiry;
+        n.rows[id] = row;
+    }
+    if (unleased.empty()) return;
+    uint64 rows = unfinished_plan[n.source].execute({n.consumer_datum, uuid_array(unleased)});
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        n.rows[uuid_from_datum(spi_value(r, 1, &isnull))] = Row{};  // no lease: lease_lost
+    }
+}
+
+// The rows a fenced call acts on: from their leases (shared memory) or locked in id order.
+void find_named(Named& n) {
+    if (shared_leases_active() && n.tokens) read_held(n);
+    else lock_named(n);
+}
+
 // Shared-memory store: marks element i's lease ending (gone when this transaction commits,
 // held again if it aborts). False when a claim took it over since lock_named read it.
 bool end_shared_lease(const Named& n, std::size_t i) {
@@ -228,7 +272,7 @@ WB_FUNCTION(wb_complete_work) {
     read_named(fcinfo, n, 2, false, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     SpiConnection spi;
-    lock_named(n);
+    find_named(n);
     std::vector<core::Uuid> done;
     auto outcomes = decide_all(n, true, [&](std::size_t i, Row&) {
         done.push_back(n.ids[i]);
@@ -256,7 +300,7 @@ WB_FUNCTION(wb_fail_work) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
 
     SpiConnection spi;
-    lock_named(n);
+    find_named(n);
     const int64_t max_attempts = setting_int("max_attempts");
     const int64_t base = setting_int("retry_base_seconds"), cap = setting_int("retry_max_seconds");
     std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -312,7 +356,7 @@ WB_FUNCTION(wb_renew_leases) {
     if (seconds < 1) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_lease_seconds must be at least 1");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     SpiConnection spi;
-    lock_named(n);
+    find_named(n);
     std::vector<core::Uuid> renew;
     const TimestampTz expiry = add_to_timestamp(n.now, static_cast<int64_t>(seconds) * USECS_PER_SEC, "the lease expiry");
     const bool shared = shared_leases_active();
@@ -336,7 +380,7 @@ WB_FUNCTION(wb_release_work) {
     read_named(fcinfo, n, 2, true, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     SpiConnection spi;
-    lock_named(n);
+    find_named(n);
     std::vector<core::Uuid> release;
     std::vector<RunAfter> runs;
     auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
