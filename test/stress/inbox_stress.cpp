@@ -467,7 +467,9 @@ const char* kRenewSql =
 const char* kReleaseSql =
     "SELECT message_id, outcome, (extract(epoch FROM now()) * 1000000)::bigint"
     "  FROM whizbang.release_work('inbox', $1::uuid[], $2::bigint[])";
-const char* kWatchSql = "SELECT message_id, lease_token FROM whizbang.wh_inbox_work WHERE message_id = ANY($1::uuid[])";
+// Who holds the rows now, from whizbang.leases (either lease store): a row not listed is unleased or gone.
+const char* kWatchSql =
+    "SELECT message_id, lease_token FROM whizbang.leases WHERE source = 'inbox' AND message_id = ANY($1::uuid[])";
 
 struct Row {
     int msg;
@@ -1263,9 +1265,11 @@ int main() {
         for (const auto& s : g_error_samples) std::printf("    error: %s", s.c_str());
     }
     if (timed_out || missing > 0) {
-        Res r = admin.must("SELECT x.stream_no, x.seq, x.kind, w.attempts, w.lease_token IS NOT NULL AS leased,"
-                           "       w.scheduled_for > now() AS scheduled, w.stream_seq"
+        Res r = admin.must("SELECT x.stream_no, x.seq, x.kind, coalesce(l.attempts, w.attempts),"
+                           "       l.message_id IS NOT NULL AS leased, w.scheduled_for > now() AS scheduled, w.stream_seq"
                            "  FROM whizbang.wh_inbox_work w JOIN stress.expected x USING (message_id)"
+                           "  LEFT JOIN whizbang.leases l"
+                           "    ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id"
                            " ORDER BY x.stream_no, x.seq LIMIT 15");
         for (int i = 0; i < r.rows(); ++i)
             std::printf("    left: stream %s seq %s (%s) attempts %s leased %s scheduled %s stream_seq %s\n",
