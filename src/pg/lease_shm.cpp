@@ -407,6 +407,23 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
     return ok;
 }
 
+int64_t provisional_token() { return -static_cast<int64_t>(MyProc->pgprocno) - 1; }
+
+void retoken(const LeaseKey& k, int64_t from, int64_t to) {
+    require_active();
+    SharedKey key = shared_key(k);
+    pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        if (e && e->token == from) e->token = to;
+        LWLockRelease(lock);
+    });
+    for (Pending& p : pending)
+        if (p.token == from && memcmp(&p.key, &key, sizeof(key)) == 0) p.token = to;
+}
+
 void drop(const LeaseKey& k, int64_t token) {
     require_active();
     SharedKey key = shared_key(k);
@@ -488,6 +505,22 @@ bool renew(const LeaseKey& k, int64_t token, TimestampTz expiry) {
     });
 }
 
+bool extend_live(const LeaseKey& k, int64_t token, const core::Uuid& instance, TimestampTz now, TimestampTz expiry) {
+    require_active();
+    SharedKey key = shared_key(k);
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        const bool ok = e && settle(e, hash) && e->token == token && !e->ending && e->expiry > now &&
+                        memcmp(e->instance, instance.data(), 16) == 0;
+        if (ok) e->expiry = expiry;
+        LWLockRelease(lock);
+        return ok;
+    });
+}
+
 void set_delivery(const LeaseKey& k, int64_t token, int attempts, TimestampTz expiry) {
     require_active();
     SharedKey key = shared_key(k);
@@ -513,7 +546,8 @@ std::vector<Listed> leases_of_database() {
         HASH_SEQ_STATUS scan;
         hash_seq_init(&scan, table);
         while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
-            if (e->key.database != MyDatabaseId || e->token == kNoLease || out.size() == out.capacity()) continue;
+            // Leases of a claim still under way (provisional tokens) are listed once it is done.
+            if (e->key.database != MyDatabaseId || e->token <= kNoLease || out.size() == out.capacity()) continue;
             Listed l;
             l.source = static_cast<Source>(e->key.source);
             memcpy(l.id.data(), e->key.id, 16);

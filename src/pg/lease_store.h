@@ -67,6 +67,11 @@ Take take(const LeaseKey& key, const Lease& fresh, TimestampTz now, Lease* old);
 bool take_over(const LeaseKey& key, int64_t old_token, const Lease& fresh, TimestampTz now,
                const std::vector<LeaseKey>& run, std::vector<std::pair<LeaseKey, Lease>>* voided);
 
+// The token a claim's leases carry until the claim has taken them all: negative, unique to the
+// backend; retoken() then gives them the claim's real token (work_claim_shared.cpp).
+int64_t provisional_token();
+void retoken(const LeaseKey& key, int64_t from, int64_t to);
+
 // Undoes a take of this call (the row turned out not to be claimable): removed if it still
 // carries `token` and is not ending.
 void drop(const LeaseKey& key, int64_t token);
@@ -81,6 +86,11 @@ std::optional<Lease> end(const LeaseKey& key, std::optional<int64_t> token, bool
 
 // Renews a lease that carries `token` and is not ending; false when it does not.
 bool renew(const LeaseKey& key, int64_t token, TimestampTz expiry);
+
+// Extends a live lease of `instance` carrying `token` (not ending, not lapsed at `now`) to
+// `expiry`, atomically: a claim handing out rows its instance pre-leased at store keeps them
+// from the moment it checks them. False when the lease is no longer that.
+bool extend_live(const LeaseKey& key, int64_t token, const core::Uuid& instance, TimestampTz now, TimestampTz expiry);
 
 // Updates the delivery count and expiry of a lease this call just handed out.
 void set_delivery(const LeaseKey& key, int64_t token, int attempts, TimestampTz expiry);

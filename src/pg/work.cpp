@@ -576,16 +576,18 @@ WB_FUNCTION(wb_claim_work) {
         else order = {Source::outbox, Source::inbox};
     }
     int64_t fresh_token = 0;
+    SharedHandOut shared;
     for (Source s : order) {
         c.source = s;
         // p_consumer selects inbox rows; outbox rows have no consumer.
         const bool by_consumer = s == Source::inbox && consumer;
         c.consumer = by_consumer ? text_datum(*consumer) : (Datum)0;
         c.consumer_null = by_consumer ? ' ' : 'n';
-        c.max_rows -= shared_leases_active() ? claim_shared(c, max_attempts, fresh_token, rsinfo)
+        c.max_rows -= shared_leases_active() ? claim_shared(c, max_attempts, shared)
                                              : claim_from(c, max_attempts, fresh_token, rsinfo);
         if (c.max_rows <= 0) break;
     }
+    finish_shared_claim(shared, rsinfo);
     spi.finish();
     return (Datum)0;
 }

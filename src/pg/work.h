@@ -12,6 +12,7 @@
 
 #include "core/uuid.h"
 #include "pg/bridge.h"
+#include "pg/lease_store.h"
 #include "pg/spi.h"
 
 namespace whizbang::pg {
@@ -63,10 +64,20 @@ struct Claim {
     char consumer_null = 'n', partitions_null = 'n';
 };
 
-// Claims up to c.max_rows rows of c.source with leases in shared memory (work_claim_shared.cpp)
-// and appends them to the result; one fresh token per claim_work call (0 until drawn). Returns
-// how many were handed out.
-int claim_shared(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo);
+// What a claim_work call with leases in shared memory hands out, kept until every lease of the
+// call has been taken: its token is drawn only then (work_claim_shared.cpp says why).
+struct SharedHandOut {
+    std::vector<HeapTuple> rows;         // result rows (SPI's, kept until SPI_finish)
+    std::vector<TupleDesc> descs;        // and their descriptors
+    std::vector<char> provisional;       // the row's lease carries the call's provisional token
+    std::vector<shm::LeaseKey> keys;
+};
+
+// Claims up to c.max_rows rows of c.source with leases in shared memory; returns how many.
+int claim_shared(const Claim& c, int64_t max_attempts, SharedHandOut& out);
+
+// Draws the call's token, gives it to the call's leases and appends the rows to the result.
+void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo);
 
 // The rows of a stream after `seq` that carry `token`: the rest of one holder's run
 // (work_runs.cpp explains the invariant this keeps).

@@ -128,7 +128,7 @@ CachedPlan hand_out_plans[2] = {
                     kPicks + "  JOIN whizbang.wh_outbox o ON o.message_id OPERATOR(pg_catalog.=) w.message_id" +
                     kStillClaimable),
         {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID})};
-constexpr int kResultColumns = 14, kAttemptsColumn = 11, kSeqColumn = 15, kOrdColumn = 16;
+constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeqColumn = 15, kOrdColumn = 16;
 
 // Where a backend's next stream scan starts: after the last stream its previous claim looked at.
 struct StreamCursor {
@@ -149,8 +149,8 @@ struct Pick {
 // One claim_work call's work on one source.
 class SharedClaim {
 public:
-    SharedClaim(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo)
-        : c_(c), max_attempts_(max_attempts), fresh_token_(fresh_token), rsinfo_(rsinfo) {}
+    SharedClaim(const Claim& c, int64_t max_attempts, SharedHandOut& out)
+        : c_(c), max_attempts_(max_attempts), out_(out), token_(shm::provisional_token()) {}
 
     int run() {
         take_preleased();
@@ -174,10 +174,7 @@ public:
 private:
     int room() const { return c_.max_rows - static_cast<int>(handed_ + pending_); }
 
-    int64_t token() {
-        if (fresh_token_ == 0) fresh_token_ = shm::next_token();
-        return fresh_token_;
-    }
+    int64_t token() const { return token_; }
 
     shm::Lease fresh(int attempts, const std::optional<core::Uuid>& stream, int64_t seq) {
         shm::Lease l;
@@ -241,11 +238,9 @@ private:
             p.token = DatumGetInt64(spi_value(r, 4, &isnull));
             ids.push_back(p.key.id);
             consumers.push_back(p.key.consumer);
-            const std::optional<shm::Lease> lease = shm::get(p.key);
-            // Still this instance's lease from the store, unless it lapsed or was taken over.
-            if (!lease || lease->token != p.token || lease->ending || lease->expiry <= c_.now ||
-                lease->instance != c_.instance)
-                continue;
+            // Still this instance's lease from the store, unless it lapsed or was taken over:
+            // extended to the claim's expiry at once, so no other claim takes it over meanwhile.
+            if (!shm::extend_live(p.key, p.token, c_.instance, c_.now, c_.expiry)) continue;
             p.expiry = c_.expiry;
             picks.push_back(std::move(p));
         }
@@ -369,23 +364,26 @@ private:
         std::vector<char> claimable(picks.size(), 0);
         std::vector<core::Uuid> dead_ids;
         std::vector<std::string> dead_consumers;
+        out_.rows.reserve(out_.rows.size() + rows);
+        out_.descs.reserve(out_.descs.size() + rows);
+        out_.provisional.reserve(out_.provisional.size() + rows);
+        out_.keys.reserve(out_.keys.size() + rows);
         pg_call([&] {
             TupleDesc desc = SPI_tuptable->tupdesc;
-            Datum values[kResultColumns];
-            bool nulls[kResultColumns];
             for (uint64 r = 0; r < rows; ++r) {
                 HeapTuple t = SPI_tuptable->vals[r];
                 bool isnull = false;
                 const std::size_t i = static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1;
-                claimable[i] = 1;
-                for (int col = 0; col < kResultColumns; ++col) values[col] = SPI_getbinval(t, desc, col + 1, &nulls[col]);
-                if (DatumGetInt32(values[kAttemptsColumn - 1]) > max_attempts_) {
-                    claimable[i] = 2;
-                    continue;
-                }
-                tuplestore_putvalues(rsinfo_->setResult, rsinfo_->setDesc, values, nulls);
+                claimable[i] = DatumGetInt32(SPI_getbinval(t, desc, kAttemptsColumn, &isnull)) > max_attempts_ ? 2 : 1;
+                if (claimable[i] == 2) continue;
+                // Kept (SPI's tuple table lives until SPI_finish): the result gets them with the token.
+                out_.rows.push_back(t);
+                out_.descs.push_back(desc);
+                out_.provisional.push_back(taken_here);
             }
         });
+        for (std::size_t i = 0; i < picks.size(); ++i)
+            if (claimable[i] == 1) out_.keys.push_back(picks[i].key);
         // Positions and counts, read from the result above, for the picks handed out.
         std::vector<int> attempts(picks.size(), 0);
         std::vector<int64_t> seqs(picks.size(), 0);
@@ -468,16 +466,42 @@ private:
 
     const Claim& c_;
     const int64_t max_attempts_;
-    int64_t& fresh_token_;
-    ReturnSetInfo* rsinfo_;
+    SharedHandOut& out_;
+    const int64_t token_;  // provisional until finish_shared_claim
     std::size_t handed_ = 0, pending_ = 0, dead_ = 0, rejected_ = 0;
     bool full_ = false;
 };
 
 }  // namespace
 
-int claim_shared(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
-    return SharedClaim(c, max_attempts, fresh_token, rsinfo).run();
+int claim_shared(const Claim& c, int64_t max_attempts, SharedHandOut& out) {
+    return SharedClaim(c, max_attempts, out).run();
+}
+
+// Fencing tokens must grow with every new holder of a row or stream (DESIGN §3.8). A claim takes
+// its leases one after the other, over several rounds; had it drawn its token first, a claim
+// that began earlier but took a stream later — after another claim with a newer token had held
+// it and let it go — would hold it with the older token. So the leases carry a provisional
+// token while they are taken, and the token is drawn after the last one: later than the token
+// of every earlier holder of those rows (drawn before that holder's claim returned).
+void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo) {
+    if (out.rows.empty()) return;
+    bool any = false;
+    for (char p : out.provisional) any = any || p;
+    const int64_t provisional = shm::provisional_token();
+    const int64_t token = any ? shm::next_token() : 0;
+    for (std::size_t i = 0; i < out.rows.size(); ++i)
+        if (out.provisional[i]) shm::retoken(out.keys[i], provisional, token);
+    pg_call([&] {
+        Datum values[kResultColumns];
+        bool nulls[kResultColumns];
+        for (std::size_t i = 0; i < out.rows.size(); ++i) {
+            for (int col = 0; col < kResultColumns; ++col)
+                values[col] = SPI_getbinval(out.rows[i], out.descs[i], col + 1, &nulls[col]);
+            if (out.provisional[i]) values[kTokenColumn - 1] = Int64GetDatum(token);
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
 }
 
 }  // namespace whizbang::pg

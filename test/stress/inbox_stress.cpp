@@ -1008,7 +1008,12 @@ EventCheck analyse_events() {
                 continue;
             }
             bool early = false;
-            if (p.kind == 0) early = c.now_us < p.lease_end;             // the previous lease had not lapsed
+            // A claim takes its leases between its p_now and its return. A lease that ended
+            // without an outcome lapsed at lease_end, or was voided later by a takeover of its
+            // stream's head: the row was handed out too early only if the claim had returned
+            // before then. (The shared-memory store's claims, which lock nothing and may take
+            // several rounds, do take rows that a takeover freed after their p_now.)
+            if (p.kind == 0) early = c.end_us < p.lease_end;             // the previous lease had not lapsed
             else if (p.kind == 'R') early = c.now_us < p.sched_us;       // before its retry time
             if (p.kind == 'R' || p.kind == 'L') early = early || c.end_us < p.final_us;  // before it was let go
             if (early) {
@@ -1036,7 +1041,10 @@ EventCheck analyse_events() {
         for (const Lease* b : per_stream[s])
             for (const Lease* a : per_stream[s]) {
                 if (a->claim->token >= b->claim->token) continue;
-                const bool live = a->lease_end > b->claim->now_us && (a->kind == 0 || b->claim->end_us < a->final_us);
+                // As above: without an outcome, a's lease surely overlapped b's only if b had returned
+                // before a's lease lapsed.
+                const bool live = a->kind == 0 ? a->lease_end > b->claim->end_us
+                                               : a->lease_end > b->claim->now_us && b->claim->end_us < a->final_us;
                 if (!live) continue;
                 ++ec.stream_overlap;
                 ec.note("stream " + std::to_string(s) + ": seq " + std::to_string(g_msgs[b->claim->msg].seq) +
