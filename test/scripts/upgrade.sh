@@ -26,6 +26,17 @@ SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_argumen
 UNION ALL
 SELECT indexdef FROM pg_indexes WHERE schemaname = 'whizbang'
 UNION ALL
+-- Triggers are no extension members (they belong to their table): name, table, function,
+-- tgtype (timing, level, events) and arguments, e.g. the work tables' _lease_row_deleted (0.6.0).
+SELECT format('trigger %s on %s -> %s type %s args %s enabled %s', t.tgname, t.tgrelid::regclass,
+              t.tgfoid::regprocedure, t.tgtype, encode(t.tgargs, 'escape'), t.tgenabled)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace = 'whizbang'::regnamespace AND NOT t.tgisinternal
+UNION ALL
+-- A view replaced by an update (whizbang.leases, 0.6.0) must read what a fresh install's does.
+SELECT format('view %s: %s', c.oid::regclass, pg_get_viewdef(c.oid))
+  FROM pg_class c WHERE c.relnamespace = 'whizbang'::regnamespace AND c.relkind IN ('v', 'm')
+UNION ALL
 -- The comments (what psql's describe commands show, DESIGN §3.7) must arrive with an update
 -- too: those of every object of the extension, and of every relation and column of the schema.
 SELECT format('comment on %s: %s', pg_describe_object(d.classoid, d.objoid, d.objsubid), d.description)
@@ -93,7 +104,8 @@ if ! diff -u "$WORK/fresh.txt" "$WORK/upgraded.txt"; then
   echo "the updated extension differs from a fresh install"; exit 1
 fi
 echo "ok: $(wc -l <"$WORK/fresh.txt") objects identical after updating $versions -> $target," \
-     "$(grep -c '^comment on ' "$WORK/fresh.txt") of them comments"
+     "$(grep -c '^comment on ' "$WORK/fresh.txt") of them comments, $(grep -c '^trigger ' "$WORK/fresh.txt") triggers," \
+     "$(grep -c '^view ' "$WORK/fresh.txt") views"
 SH
 source scripts/lib.sh  # wb_free_port
 WORK="$work" pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$work/run.sh"
