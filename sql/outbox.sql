@@ -59,6 +59,7 @@ SELECT source, consumer, message_id, destination, handler_name, message_type, en
        dead_lettered_at = '1990-01-01 00:01:20Z' AS dead_lettered_at_p_now
   FROM whizbang.wh_dead_letters WHERE message_id = '1f000000-0000-7000-8000-000000000003';
 -- retry_dead_letters puts it back into the outbox as fresh work, due at the transaction's start.
+-- (Not leased, so the work row's attempts reads the same in either lease store: 0.)
 BEGIN;
 SELECT whizbang.retry_dead_letters(ARRAY(SELECT dead_letter_id FROM whizbang.wh_dead_letters
                                           WHERE message_id = '1f000000-0000-7000-8000-000000000003'));

@@ -30,7 +30,8 @@ SELECT * FROM whizbang.queues('2030-01-01 00:10:00Z') WHERE consumer LIKE 'queue
 SELECT message_id, stream_id, envelope, attempts, consumer, scheduled_for, lease_expiry
   FROM whizbang.peek('inbox', 'queues_a', 10, '2030-01-01 00:10:00Z');
 SELECT message_id FROM whizbang.peek('inbox', 'queues_a', 1, '2030-01-01 00:10:00Z');
-SELECT count(*) AS leased FROM whizbang.wh_inbox_work WHERE consumer = 'queues_a' AND lease_token IS NOT NULL;
+-- Leases read from whizbang.leases (either lease store; DESIGN §3.8): only 5, pre-leased.
+SELECT count(*) AS leased FROM whizbang.leases WHERE source = 'inbox' AND consumer = 'queues_a';
 
 -- Cancel: 2 (the stream's head), 5 (leased), an unknown id, 2 again, 4 (scheduled).
 SELECT * FROM whizbang.cancel_work('inbox', '{3e000000-0000-7000-8000-000000000002,3e000000-0000-7000-8000-000000000005,
