@@ -12,6 +12,10 @@
 #   pass 1: as installed (every function has SET search_path = pg_catalog, pg_temp);
 #   pass 2: the C functions' SET clauses removed, so the SQL's own qualification is tested alone;
 #   worker: two rounds of purging (every task has rows to look at), without a restart.
+# The whole attack runs in a cluster of each lease store (issue 11, DESIGN §3.8): one with
+# shared_preload_libraries = whizbang (shared-memory leases, and the maintenance worker), and a
+# plain one (leases in the work rows; no worker, so no worker rounds there).
+#   ATTACK_LEASE_STORES="shared_memory" (or "table") one cluster only
 # Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
 set -euo pipefail
 
@@ -21,13 +25,18 @@ source scripts/lib.sh      # wb_free_port
 source test/lib/checks.sh  # check, check_eq, FAILED
 
 if [ "${1:-}" != --inside ]; then
-  pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o "shared_preload_libraries=whizbang" \
-    -o "whizbang.maintenance_databases=postgres" -o "whizbang.maintenance_naptime=1" \
-    -o "whizbang.maintenance_batch_delay=0" bash "$self" --inside
-  status=$?
+  status=0
+  for store in ${ATTACK_LEASE_STORES:-shared_memory table}; do
+    opts=(-o fsync=off)
+    [ "$store" = table ] || opts+=(-o "shared_preload_libraries=whizbang" -o "whizbang.maintenance_databases=postgres"
+                                   -o "whizbang.maintenance_naptime=1" -o "whizbang.maintenance_batch_delay=0")
+    echo "=== the attack in a cluster of the $store lease store (${opts[*]})"
+    pg_virtualenv -t -c "-p $(wb_free_port)" "${opts[@]}" bash "$self" --inside "$store" || status=1
+  done
   [ $status -eq 0 ] && echo "all checks passed"
   exit $status
 fi
+store=$2
 
 work=$(mktemp -d /tmp/whizbang-search-path.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -41,6 +50,7 @@ CREATE EXTENSION whizbang;
 CREATE ROLE mallory LOGIN PASSWORD '$PGPASSWORD';
 ALTER DATABASE postgres OWNER TO mallory;  -- public belongs to pg_database_owner: now mallory
 SQL
+check_eq "the cluster runs the $store lease store" "$store" "$(clean -c "SELECT whizbang.lease_store()")"
 
 # --- mallory plants ----------------------------------------------------------------------------
 PGUSER=mallory clean <<'SQL'
@@ -214,6 +224,7 @@ SELECT whizbang.partition_of('${P}1000000-0000-7000-8000-000000000001', 16);
 SELECT whizbang.fingerprint('{"b": [1, 2.50, {"z": true}], "a": {"traceId": "x", "n": null}}', '{a.traceId,b.2.z}');
 SELECT whizbang.fingerprint('{"a": 1}');
 SELECT whizbang._bridge_selftest('ok');
+SELECT whizbang.lease_store();
 
 -- dedup: new, duplicate, conflict; a batch; an old delivery under replay_policy = reject
 SELECT whizbang.dedup_insert('${P}2000000-0000-7000-8000-000000000001', 'c$P', '\x01');
@@ -331,6 +342,9 @@ SELECT message_id FROM whizbang.claim_work('$C', NULL, p_max_rows => 10, p_lease
 SELECT * FROM whizbang.queues;
 SELECT * FROM whizbang.queues(pg_catalog.now() OPERATOR(pg_catalog.+) '1 hour'::pg_catalog.interval);
 SELECT pg_catalog.count(*) FROM whizbang.leases;
+SELECT * FROM whizbang.leases;
+SELECT * FROM whizbang._leases();
+SELECT * FROM whizbang.leases WHERE lease_expiry OPERATOR(pg_catalog.>) pg_catalog.now() ORDER BY message_id;
 SELECT * FROM whizbang.store_inbox_messages('[
   {"MessageId": "${P}5000000-0000-7000-8000-000000000001", "HandlerName": "h", "MessageType": "t", "Envelope": {},
    "StreamId": "${P}5100000-0000-7000-8000-000000000001"},
@@ -342,6 +356,21 @@ SELECT message_id FROM whizbang.peek('outbox');
 SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_max_rows => 1, p_max_per_stream => 1, p_consumer => 'q$P');
 SELECT * FROM whizbang.cancel_work('inbox', '{${P}5000000-0000-7000-8000-000000000002,${P}5000000-0000-7000-8000-000000000001,${P}5000000-0000-7000-8000-000000000009}', 'q$P');
 SELECT * FROM whizbang.cancel_work('outbox', '{${P}4000000-0000-7000-8000-000000000003}');
+
+-- work rows deleted by hand end their leases (the _lease_row_deleted triggers): a leased row
+-- deleted; a TRUNCATE of each work table (rolled back: the triggers ran, the rows stay)
+SELECT * FROM whizbang.store_inbox_messages('[
+  {"MessageId": "${P}6000000-0000-7000-8000-000000000001", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "StreamId": "${P}6100000-0000-7000-8000-000000000001"},
+  {"MessageId": "${P}6000000-0000-7000-8000-000000000002", "HandlerName": "h", "MessageType": "t", "Envelope": {}}]',
+  p_consumer => 'd$P');
+SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'd$P');
+DELETE FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'd$P';
+SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'd$P');
+BEGIN;
+TRUNCATE whizbang.wh_inbox_work;
+TRUNCATE whizbang.wh_outbox_work;
+ROLLBACK;
 
 -- idempotency keys: policy, claim, busy, complete, duplicate, conflict, release, old ones
 INSERT INTO whizbang.wh_idempotency_policies (scope, default_result_ttl) VALUES ('s$P', '1 hour');
@@ -400,6 +429,7 @@ pass 2 "pass 2 (no SET clause: qualified SQL only)"
 
 # The worker: old rows for every task, twice; the worker (connected with the database's
 # search_path) purges them and is not restarted.
+if [ "$store" = table ]; then exit "$FAILED"; fi  # no maintenance worker without the preload
 seed_old() {  # hex digit
   clean <<SQL >/dev/null
 SELECT count(*) FROM whizbang.dedup_insert_many(
