@@ -7,6 +7,8 @@
 #   stop_pids_and_remove DIR                          stops what is still running of the pids
 #                                                     array and removes DIR (an EXIT trap)
 #   summary FILES KEY...                              totals from the examples' JSON count lines
+#   in_each_lease_store VAR CMD...                    CMD in a throw-away cluster of each lease store
+#   check_lease_store                                 the cluster runs the store it was started for
 FAILED=0
 check() {
   local got
@@ -50,4 +52,28 @@ for path in paths:
         total[k] += v
 print(" ".join("%s=%s" % (k, total[k]) for k in keys))
 PY
+}
+
+# in_each_lease_store VAR CMD... (outside a cluster; needs scripts/lib.sh): runs CMD in a
+# throw-away cluster of each lease store (issue 11, DESIGN §3.8): a plain one ("table": leases in
+# the work rows) and one with shared_preload_libraries = whizbang ("shared_memory"). Only the
+# stores named in the environment variable VAR run, or else those in WB_LEASE_STORES (as for
+# ./scripts/test's isolation and pgTAP runs). CMD finds its store in WB_LEASE_STORE. Prints a
+# header per cluster; fails when a run failed.
+in_each_lease_store() {
+  local var=$1 store status=0 opts
+  shift
+  for store in ${!var:-${WB_LEASE_STORES:-table shared_memory}}; do
+    opts=(-o fsync=off)
+    [ "$store" = table ] || opts+=(-o shared_preload_libraries=whizbang)
+    echo "=== cluster for the $store lease store (${opts[*]})"
+    WB_LEASE_STORE=$store pg_virtualenv -t -c "-p $(wb_free_port)" "${opts[@]}" "$@" || status=1
+  done
+  return "$status"
+}
+# check_lease_store (inside a cluster of in_each_lease_store, whizbang created): the server
+# runs the lease store the cluster was started for.
+check_lease_store() {
+  check_eq "the cluster runs the ${WB_LEASE_STORE:-table} lease store" "${WB_LEASE_STORE:-table}" \
+    "$(psql -qXtA -c "SELECT whizbang.lease_store()" 2>&1)"
 }

@@ -14,12 +14,19 @@
 #   - the slow message kept its lease (renewed, no worker lost a lease);
 #   - SIGINT: an idle worker stops at once; a busy worker finishes the current message, releases
 #     the rest of its batch (attempt refunded) and a later run applies them in order.
+# All of it runs in a cluster of each lease store (issue 11): a plain one, and one with
+# shared_preload_libraries = whizbang (leases in shared memory).
+#   WORKER_LEASE_STORES="table" (or "shared_memory"; else WB_LEASE_STORES) one cluster only
 # Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+self=$(readlink -f "$0")
+cd "$(dirname "$self")/../.."
 
 if [ "${1:-}" != "--in-cluster" ]; then
-  exec pg_virtualenv -t -o fsync=off bash -c "bash '$PWD/test/scripts/inbox_worker_example.sh' --in-cluster"
+  source scripts/lib.sh      # wb_free_port
+  source test/lib/checks.sh  # in_each_lease_store
+  in_each_lease_store WORKER_LEASE_STORES bash "$self" --in-cluster
+  exit
 fi
 
 # ----------------------------------------------------------------------------------------
@@ -40,6 +47,7 @@ INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type) VALUES
     ('max_attempts', '3', 'integer'), ('retry_base_seconds', '0', 'integer'), ('retry_max_seconds', '0', 'integer')
 ON CONFLICT (setting_key) DO UPDATE SET setting_value = EXCLUDED.setting_value;
 SQL
+check_lease_store
 
 # 1. 40 messages over 4 streams, then the same 40 again (a redelivery of the whole batch).
 out1=$("$PY" "$WORKER" --produce 40 --streams 4 --tag t1)

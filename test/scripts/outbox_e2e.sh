@@ -25,6 +25,9 @@
 #      (poll 30 s) publishes a new order within 1 s of its commit;
 #   g. at the end: exactly one effect per committed order, none for anything else, wh_outbox and
 #      wh_outbox_work empty, the receiver's inbox work empty.
+# All of it runs in a cluster of each lease store (issue 11): a plain one, and one with
+# shared_preload_libraries = whizbang (leases in shared memory).
+#   OUTBOX_LEASE_STORES="table" (or "shared_memory"; else WB_LEASE_STORES) one cluster only
 # Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
 set -euo pipefail
 
@@ -34,7 +37,9 @@ cd "$(dirname "$self")/../.."
 source scripts/lib.sh  # wb_free_port
 
 if [ "${1:-}" != "--in-cluster" ]; then
-  exec pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$self" --in-cluster
+  source test/lib/checks.sh  # in_each_lease_store
+  in_each_lease_store OUTBOX_LEASE_STORES bash "$self" --in-cluster
+  exit
 fi
 
 # ----------------------------------------------------------------------------------------
@@ -64,6 +69,7 @@ INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type) VALUES
     ('max_attempts', '3', 'integer'), ('retry_base_seconds', '0', 'integer'), ('retry_max_seconds', '0', 'integer')
 ON CONFLICT (setting_key) DO UPDATE SET setting_value = EXCLUDED.setting_value;
 SQL
+check_lease_store
 
 # ----------------------------------------------------------------------------------------
 # a. The application: order + outbox row in one transaction.

@@ -18,6 +18,10 @@
 #      statements ("P_0"), which pgbouncer 1.18 does not track in transaction mode.
 #   e. idempotency keys in lease mode (begin, complete and replay by three clients) and in
 #      transaction mode, and CALL run_maintenance() (it commits inside the CALL).
+# All of it runs in a cluster of each lease store (issue 11): a plain one, and one with
+# shared_preload_libraries = whizbang, where leases live in shared memory and must be just as
+# safe through transaction pooling (nothing is tied to a session).
+#   POOLER_LEASE_STORES="table" (or "shared_memory"; else WB_LEASE_STORES) one cluster only
 # Without pgbouncer (scripts/lib.sh installs it) it prints SKIP and exits 0. docs/operations.md
 # "Connection poolers" explains what works and why. Expects whizbang to be installed already.
 set -euo pipefail
@@ -31,7 +35,9 @@ if [ "${1:-}" != "--in-cluster" ]; then
     echo "SKIP pgbouncer: pgbouncer is not installed (Debian: pgbouncer, in WB_PACKAGES of scripts/lib.sh)"
     exit 0
   fi
-  exec pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off bash "$self" --in-cluster
+  source test/lib/checks.sh  # in_each_lease_store
+  in_each_lease_store POOLER_LEASE_STORES bash "$self" --in-cluster
+  exit
 fi
 
 # ----------------------------------------------------------------------------------------
@@ -79,6 +85,7 @@ INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type) VALUES
     ('max_attempts', '3', 'integer'), ('retry_base_seconds', '0', 'integer'), ('retry_max_seconds', '0', 'integer')
 ON CONFLICT (setting_key) DO UPDATE SET setting_value = EXCLUDED.setting_value;
 SQL
+check_lease_store
 
 printf '"%s" "%s"\n' "$PGUSER" "$PGPASSWORD" >"$work/userlist.txt"
 cat >"$work/pgbouncer.ini" <<INI
