@@ -11,7 +11,7 @@
 #     exactly once and completed by its holder, entries never above the capacity.
 # A plain cluster runs the table store: lease_store() = 'table', stats() lease_store_shared_memory
 # = 0, and a claim of 300 is not bounded by any capacity. Exits non-zero on failure.
-#   LEASE_FULL_STORES="shared_memory" (or "table") one cluster only
+#   LEASE_FULL_STORES="shared_memory" (or "table"; else WB_LEASE_STORES) one cluster only
 set -euo pipefail
 
 self=$(readlink -f "$0")
@@ -25,7 +25,7 @@ MESSAGES=300
 
 if [ "${1:-}" != --inside ]; then
   status=0
-  for store in ${LEASE_FULL_STORES:-shared_memory table}; do
+  for store in ${LEASE_FULL_STORES:-${WB_LEASE_STORES:-shared_memory table}}; do
     opts=(-o fsync=off)
     [ "$store" = table ] || opts+=(-o shared_preload_libraries=whizbang -o "whizbang.max_leases=$CAPACITY")
     echo "=== cluster for the $store lease store (${opts[*]})"

@@ -15,7 +15,7 @@
 # The whole attack runs in a cluster of each lease store (issue 11, DESIGN §3.8): one with
 # shared_preload_libraries = whizbang (shared-memory leases, and the maintenance worker), and a
 # plain one (leases in the work rows; no worker, so no worker rounds there).
-#   ATTACK_LEASE_STORES="shared_memory" (or "table") one cluster only
+#   ATTACK_LEASE_STORES="shared_memory" (or "table"; else WB_LEASE_STORES) one cluster only
 # Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
 set -euo pipefail
 
@@ -26,7 +26,7 @@ source test/lib/checks.sh  # check, check_eq, FAILED
 
 if [ "${1:-}" != --inside ]; then
   status=0
-  for store in ${ATTACK_LEASE_STORES:-shared_memory table}; do
+  for store in ${ATTACK_LEASE_STORES:-${WB_LEASE_STORES:-shared_memory table}}; do
     opts=(-o fsync=off)
     [ "$store" = table ] || opts+=(-o "shared_preload_libraries=whizbang" -o "whizbang.maintenance_databases=postgres"
                                    -o "whizbang.maintenance_naptime=1" -o "whizbang.maintenance_batch_delay=0")
