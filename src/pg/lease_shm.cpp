@@ -35,9 +35,9 @@ constexpr const char* kTranche = "whizbang_leases";
 constexpr const char* kTokenFile = "whizbang_lease_tokens";
 constexpr int64_t kTokenReserve = 10 * USECS_PER_SEC;
 
-// The token of an entry that holds no lease: it only marks a row whose end (a cancel, an
+// An entry with token kNoLease holds no lease: it only marks a row whose end (a cancel, an
 // unfenced completion, a delete) is not committed yet, so that no claim hands the row out.
-constexpr int64 kNoLease = 0;
+using shm::kNoLease;
 
 struct SharedKey {
     Oid database;
@@ -364,7 +364,6 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
             }
         }
         LWLockRelease(lock);
-        if (result == Take::full) pg_atomic_fetch_add_u64(&control->short_claims, 1);
         return result;
     });
 }
@@ -465,17 +464,21 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
         bool found = false;
         SharedEntry* e = find(key, hash);
         std::optional<Lease> out;
+        const bool expect_none = token && *token == kNoLease;
         if (e && settle(e, hash)) {
-            if ((token && *token != e->token) || e->ending) *mismatch = true;
-            else {
+            if (expect_none && ended_here(e)) {
+                // Already being ended by this transaction: no lease holds the row.
+            } else if ((token && *token != e->token) || e->ending) {
+                *mismatch = true;
+            } else {
                 out = lease_of(e);
                 e->ending = true;
                 e->ending_proc = MyProc->pgprocno;
                 e->ending_xid = xid;
                 remember(key, hash, e->token, true);
             }
-        } else if (!token && (e = static_cast<SharedEntry*>(
-                                  hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found)))) {
+        } else if ((!token || expect_none) &&
+                   (e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found)))) {
             // No lease: mark the row as being ended all the same (removed at commit or abort).
             shm::Lease none;
             fill(e, none);

@@ -79,9 +79,11 @@ void drop(const LeaseKey& key, int64_t token);
 // The entry of a row, if any.
 std::optional<Lease> get(const LeaseKey& key);
 
-// Marks the lease ending (removed when this transaction commits) when it carries `token`, or
-// whatever its token when `token` is nullopt. Returns the lease as it was, or nullopt when there
-// is none or its token differs (*mismatch tells which).
+// Marks the lease ending (removed when this transaction commits) when it carries `token`;
+// kNoLease: when the row has no lease (a mark is left so that no claim takes the row until this
+// transaction ends); nullopt: whatever it holds. Returns the lease as it was, or nullopt when
+// there is none; *mismatch when the row's lease is not the one expected.
+constexpr int64_t kNoLease = 0;
 std::optional<Lease> end(const LeaseKey& key, std::optional<int64_t> token, bool* mismatch);
 
 // Renews a lease that carries `token` and is not ending; false when it does not.

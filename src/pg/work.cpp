@@ -553,6 +553,14 @@ WB_FUNCTION(wb_claim_work) {
     }
     c.expiry = add_to_timestamp(c.now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "p_now + p_lease_seconds");
 
+    if (shared_leases_active())
+        // Shared leases are written to memory only, where a read-only transaction or a standby
+        // would hand out leases the primary knows nothing of; the table store's UPDATE refuses
+        // the same.
+        pg_call([] {
+            PreventCommandIfReadOnly("claim_work()");
+            PreventCommandDuringRecovery("claim_work()");
+        });
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;

@@ -155,6 +155,11 @@ WorkPlan unfinished_plan(
 // only rows whose lease they took over), so fenced calls never wait for each other; the rows
 // they delete or update are locked by those statements.
 void read_held(Named& n) {
+    // As the table store's row locks would, refuse where the change could not be written.
+    pg_call([] {
+        PreventCommandIfReadOnly("a lease change");
+        PreventCommandDuringRecovery("a lease change");
+    });
     n.consumer_datum = text_datum(n.consumer);
     std::vector<core::Uuid> unleased;
     for (const core::Uuid& id : n.ids) {
@@ -192,7 +197,14 @@ bool end_shared_lease(const Named& n, std::size_t i) {
     if (!shared_leases_active()) return true;
     bool mismatch = false;
     std::optional<int64_t> token;
-    if (n.tokens) token = (*n.tokens)[i];
+    if (n.tokens) {
+        token = (*n.tokens)[i];
+    } else {
+        // Unfenced (and cancel_work): the lease the row had when it was locked, or none; a claim
+        // that took the row over since then keeps it.
+        auto it = n.rows.find(n.ids[i]);
+        token = it != n.rows.end() && it->second.token ? *it->second.token : shm::kNoLease;
+    }
     (void)shm::end({n.source, n.ids[i], n.consumer}, token, &mismatch);
     return !mismatch;
 }
@@ -469,6 +481,13 @@ WB_FUNCTION(wb_complete_outbox_published) {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) PG_RETURN_INT32(0);
+    // Shared-memory store: the published rows' leases end with this transaction (in debug mode
+    // the rows stay, processed, and no delete trigger would end them).
+    if (shared_leases_active())
+        for (const core::Uuid& id : ids) {
+            bool mismatch = false;
+            (void)shm::end({Source::outbox, id, ""}, std::nullopt, &mismatch);
+        }
     SpiConnection spi;
     uint64 done = (debug_arg || setting_bool("debug_mode"))
                       ? mark_published_plan.execute(
