@@ -585,6 +585,7 @@ WB_FUNCTION(wb_claim_work) {
     }
     int64_t fresh_token = 0;
     SharedHandOut shared;
+    shared.result_desc = rsinfo->setDesc;
     for (Source s : order) {
         c.source = s;
         // p_consumer selects inbox rows; outbox rows have no consumer.

@@ -71,6 +71,7 @@ struct SharedHandOut {
     std::vector<TupleDesc> descs;        // and their descriptors
     std::vector<char> provisional;       // the row's lease carries the call's provisional token
     std::vector<shm::LeaseKey> keys;
+    TupleDesc result_desc = nullptr;     // claim_work's result rows
 };
 
 // Claims up to c.max_rows rows of c.source with leases in shared memory; returns how many.

@@ -20,6 +20,7 @@
 #include "pg/lease_store.h"
 #include "pg/spi.h"
 #include "pg/work.h"
+#include "pg/work_pick_reader.h"
 
 namespace whizbang::pg {
 namespace {
@@ -339,6 +340,38 @@ private:
         }
     }
 
+    // The picks read again in a snapshot taken now: by primary key through the index AM
+    // (work_pick_reader.cpp), or with SQL where the tables cannot be read that way.
+    std::vector<PickRead> read_all(const std::vector<Pick>& picks, const std::vector<core::Uuid>& ids,
+                                   const std::vector<std::string>& consumers, const std::vector<int64_t>& tokens,
+                                   const std::vector<TimestampTz>& expiries, const std::vector<char>& head_flags) {
+        std::vector<PickToRead> to_read;
+        for (const Pick& p : picks) to_read.push_back({&p.key, p.token, p.expiry, p.head});
+        if (std::optional<std::vector<PickRead>> read = read_picks(c_.source, out_.result_desc, to_read, c_.now, max_attempts_)) {
+            read_desc_ = out_.result_desc;
+            return std::move(*read);
+        }
+        std::vector<PickRead> read(picks.size());
+        uint64 rows = hand_out_plans[static_cast<int>(c_.source)].execute_latest(
+            {uuid_array(ids), text_array(consumers), int8_array(tokens), timestamptz_array(expiries),
+             bool_array(head_flags), TimestampTzGetDatum(c_.now)});
+        pg_call([&] {
+            TupleDesc desc = SPI_tuptable->tupdesc;
+            read_desc_ = desc;
+            for (uint64 r = 0; r < rows; ++r) {
+                HeapTuple t = SPI_tuptable->vals[r];  // SPI's tuple table lives until SPI_finish
+                bool isnull = false;
+                PickRead& pr = read[static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1];
+                pr.attempts = DatumGetInt32(SPI_getbinval(t, desc, kAttemptsColumn, &isnull));
+                Datum seq = SPI_getbinval(t, desc, kSeqColumn, &isnull);
+                pr.seq = isnull ? 0 : DatumGetInt64(seq);
+                pr.state = pr.attempts > max_attempts_ ? 2 : 1;
+                pr.row = t;
+            }
+        });
+        return read;
+    }
+
     // Reads the picks again in a fresh snapshot and hands out those still claimable (or dead
     // letters those out of attempts); drops the leases of the others when this call took them.
     // Returns the stream heads handed out.
@@ -358,41 +391,22 @@ private:
             expiries.push_back(p.expiry);
             head_flags.push_back(p.head);
         }
-        uint64 rows = hand_out_plans[static_cast<int>(c_.source)].execute_latest(
-            {uuid_array(ids), text_array(consumers), int8_array(tokens), timestamptz_array(expiries),
-             bool_array(head_flags), TimestampTzGetDatum(c_.now)});
-        std::vector<char> claimable(picks.size(), 0);
+        std::vector<PickRead> read = read_all(picks, ids, consumers, tokens, expiries, head_flags);
         std::vector<core::Uuid> dead_ids;
         std::vector<std::string> dead_consumers;
-        out_.rows.reserve(out_.rows.size() + rows);
-        out_.descs.reserve(out_.descs.size() + rows);
-        out_.provisional.reserve(out_.provisional.size() + rows);
-        out_.keys.reserve(out_.keys.size() + rows);
-        pg_call([&] {
-            TupleDesc desc = SPI_tuptable->tupdesc;
-            for (uint64 r = 0; r < rows; ++r) {
-                HeapTuple t = SPI_tuptable->vals[r];
-                bool isnull = false;
-                const std::size_t i = static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1;
-                claimable[i] = DatumGetInt32(SPI_getbinval(t, desc, kAttemptsColumn, &isnull)) > max_attempts_ ? 2 : 1;
-                if (claimable[i] == 2) continue;
-                // Kept (SPI's tuple table lives until SPI_finish): the result gets them with the token.
-                out_.rows.push_back(t);
-                out_.descs.push_back(desc);
-                out_.provisional.push_back(taken_here);
-            }
-        });
-        for (std::size_t i = 0; i < picks.size(); ++i)
-            if (claimable[i] == 1) out_.keys.push_back(picks[i].key);
-        // Positions and counts, read from the result above, for the picks handed out.
+        std::vector<char> claimable(picks.size(), 0);
         std::vector<int> attempts(picks.size(), 0);
         std::vector<int64_t> seqs(picks.size(), 0);
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
-            const std::size_t i = static_cast<std::size_t>(DatumGetInt64(spi_value(r, kOrdColumn, &isnull))) - 1;
-            attempts[i] = DatumGetInt32(spi_value(r, kAttemptsColumn, &isnull));
-            Datum seq = spi_value(r, kSeqColumn, &isnull);
-            seqs[i] = isnull ? 0 : DatumGetInt64(seq);
+        for (std::size_t i = 0; i < picks.size(); ++i) {
+            claimable[i] = read[i].state;
+            attempts[i] = read[i].attempts;
+            seqs[i] = read[i].seq;
+            if (read[i].state != 1) continue;
+            // Kept until the call's token is drawn (finish_shared_claim).
+            out_.rows.push_back(read[i].row);
+            out_.descs.push_back(read_desc_);
+            out_.provisional.push_back(taken_here);
+            out_.keys.push_back(picks[i].key);
         }
         for (std::size_t i = 0; i < picks.size(); ++i) {
             const Pick& p = picks[i];
@@ -469,6 +483,7 @@ private:
     SharedHandOut& out_;
     const int64_t token_;  // provisional until finish_shared_claim
     std::size_t handed_ = 0, pending_ = 0, dead_ = 0, rejected_ = 0;
+    TupleDesc read_desc_ = nullptr;  // of the rows read_all returned last
     bool full_ = false;
 };
 

@@ -1,0 +1,187 @@
+// The claim's hand-out without SQL (work_pick_reader.h).
+//
+// A claim hands out at most a few hundred rows, each found by its primary key: planning a
+// statement for that on every call (its best plan depends on how big the tables are now) cost
+// more than the lookups. Here the primary keys are probed directly through the index AM, as
+// the dedup write path does, in one snapshot taken after the claim's leases were taken.
+// Anything the executor would do for a query and this does not — row security — sends the
+// claim to the SQL path instead; the caller's SELECT privilege is checked as a query would.
+#include <cstring>
+
+#include "pg/work_pick_reader.h"
+
+extern "C" {
+#include "access/stratnum.h"
+#include "executor/tuptable.h"
+#include "utils/acl.h"
+}
+
+namespace whizbang::pg {
+namespace {
+
+struct TableNames {
+    const char *work, *work_pkey, *stream_index, *messages, *messages_pkey;
+    const char *handler, *destination, *envelope;  // columns of the message table (nullptr: none)
+};
+const TableNames kNames[2] = {
+    {"wh_inbox_work", "wh_inbox_work_pkey", "wh_inbox_work_stream", "wh_inbox", "wh_inbox_pkey", "handler_name", nullptr,
+     "envelope"},
+    {"wh_outbox_work", "wh_outbox_work_pkey", "wh_outbox_work_stream", "wh_outbox", "wh_outbox_pkey", nullptr,
+     "destination", "event_data"}};
+
+// A key on index column `col` (1-based) with the operator of `strategy` from its opfamily.
+void index_key(ScanKey key, Relation index, int col, StrategyNumber strategy, Datum value) {
+    const Oid type = index->rd_opcintype[col - 1];
+    const Oid op = get_opfamily_member(index->rd_opfamily[col - 1], type, type, strategy);
+    ScanKeyEntryInitialize(key, 0, col, strategy, InvalidOid, index->rd_indcollation[col - 1], get_opcode(op), value);
+}
+
+int attnum(Relation rel, const char* name) {
+    if (name == nullptr) return 0;
+    TupleDesc d = RelationGetDescr(rel);
+    for (int i = 0; i < d->natts; ++i) {
+        Form_pg_attribute a = TupleDescAttr(d, i);
+        if (!a->attisdropped && strcmp(NameStr(a->attname), name) == 0) return i + 1;
+    }
+    return 0;
+}
+
+Datum value(TupleTableSlot* slot, int att, bool* isnull) {
+    *isnull = att == 0 || slot->tts_isnull[att - 1];
+    return *isnull ? (Datum)0 : slot->tts_values[att - 1];
+}
+
+struct WorkColumns {
+    int message_id, consumer, stream_id, stream_seq, partition_number, scheduled_for, attempts, processed_at;
+};
+struct MessageColumns {
+    int handler, destination, message_type, envelope, metadata, scope;
+};
+
+}  // namespace
+
+std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
+                                                TimestampTz now, int64_t max_attempts) {
+    std::vector<PickRead> out(picks.size());
+    const TableNames& names = kNames[static_cast<int>(source)];
+    // Everything below runs on the PostgreSQL side: no C++ object is created and nothing throws.
+    const bool read = pg_call([&]() -> bool {
+        const Oid ns = get_namespace_oid("whizbang", false);
+        const Oid work_id = get_relname_relid(names.work, ns), messages_id = get_relname_relid(names.messages, ns);
+        const Oid work_pkey_id = get_relname_relid(names.work_pkey, ns),
+                  stream_id = get_relname_relid(names.stream_index, ns),
+                  messages_pkey_id = get_relname_relid(names.messages_pkey, ns);
+        if (!OidIsValid(work_id) || !OidIsValid(messages_id) || !OidIsValid(work_pkey_id) || !OidIsValid(stream_id) ||
+            !OidIsValid(messages_pkey_id))
+            return false;
+        for (Oid relid : {work_id, messages_id}) {
+            AclResult acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
+            if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, get_rel_name(relid));
+        }
+        Relation work = table_open(work_id, AccessShareLock), messages = table_open(messages_id, AccessShareLock);
+        const WorkColumns wc{attnum(work, "message_id"),   attnum(work, "consumer"),         attnum(work, "stream_id"),
+                             attnum(work, "stream_seq"),   attnum(work, "partition_number"), attnum(work, "scheduled_for"),
+                             attnum(work, "attempts"),     attnum(work, "processed_at")};
+        const MessageColumns mc{attnum(messages, names.handler),      attnum(messages, names.destination),
+                                attnum(messages, "message_type"),     attnum(messages, names.envelope),
+                                attnum(messages, "metadata"),         attnum(messages, "scope")};
+        const bool shaped = wc.message_id && wc.consumer && wc.stream_id && wc.stream_seq && wc.partition_number &&
+                            wc.scheduled_for && wc.attempts && wc.processed_at && mc.message_type && mc.envelope &&
+                            mc.metadata && mc.scope && (mc.handler || mc.destination);
+        if (!shaped || work->rd_rel->relrowsecurity || messages->rd_rel->relrowsecurity) {
+            table_close(work, AccessShareLock);
+            table_close(messages, AccessShareLock);
+            return false;
+        }
+        Relation work_pkey = index_open(work_pkey_id, AccessShareLock), stream = index_open(stream_id, AccessShareLock),
+                 messages_pkey = index_open(messages_pkey_id, AccessShareLock);
+        const int message_keys = IndexRelationGetNumberOfKeyAttributes(messages_pkey);  // inbox 2, outbox 1
+        Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+        TupleTableSlot* row = table_slot_create(work, nullptr);
+        TupleTableSlot* older = table_slot_create(work, nullptr);
+        TupleTableSlot* message = table_slot_create(messages, nullptr);
+        IndexScanDesc by_id = index_beginscan(work, work_pkey, snapshot, 2, 0);
+        IndexScanDesc by_stream = index_beginscan(work, stream, snapshot, 3, 0);
+        IndexScanDesc message_by_id = index_beginscan(messages, messages_pkey, snapshot, message_keys, 0);
+        const Datum source_text = PointerGetDatum(cstring_to_text(source_name(source)));
+        for (std::size_t i = 0; i < picks.size(); ++i) {
+            const PickToRead& p = picks[i];
+            const Datum id = PointerGetDatum(p.key->id.data());
+            const Datum consumer =
+                PointerGetDatum(cstring_to_text_with_len(p.key->consumer.data(), static_cast<int>(p.key->consumer.size())));
+            ScanKeyData keys[3];
+            index_key(&keys[0], work_pkey, 1, BTEqualStrategyNumber, id);
+            index_key(&keys[1], work_pkey, 2, BTEqualStrategyNumber, consumer);
+            index_rescan(by_id, keys, 2, nullptr, 0);
+            if (!index_getnext_slot(by_id, ForwardScanDirection, row)) continue;  // finished meanwhile
+            slot_getallattrs(row);
+            bool isnull = false;
+            (void)value(row, wc.processed_at, &isnull);
+            if (!isnull) continue;
+            if (DatumGetTimestampTz(value(row, wc.scheduled_for, &isnull)) > now) continue;
+            bool no_stream = false;
+            const Datum stream_value = value(row, wc.stream_id, &no_stream);
+            const int64 seq = no_stream ? 0 : DatumGetInt64(value(row, wc.stream_seq, &isnull));
+            if (p.head && !no_stream) {  // still the oldest unfinished row of its stream?
+                index_key(&keys[0], stream, 1, BTEqualStrategyNumber, consumer);
+                index_key(&keys[1], stream, 2, BTEqualStrategyNumber, stream_value);
+                index_key(&keys[2], stream, 3, BTLessStrategyNumber, Int64GetDatum(seq));
+                index_rescan(by_stream, keys, 3, nullptr, 0);
+                if (index_getnext_slot(by_stream, ForwardScanDirection, older)) continue;
+            }
+            out[i].seq = seq;
+            out[i].attempts = DatumGetInt32(value(row, wc.attempts, &isnull)) + 1;
+            if (out[i].attempts > max_attempts) {
+                out[i].state = 2;
+                continue;
+            }
+            index_key(&keys[0], messages_pkey, 1, BTEqualStrategyNumber, id);
+            if (message_keys == 2) index_key(&keys[1], messages_pkey, 2, BTEqualStrategyNumber, consumer);
+            index_rescan(message_by_id, keys, message_keys, nullptr, 0);
+            if (!index_getnext_slot(message_by_id, ForwardScanDirection, message)) continue;
+            slot_getallattrs(message);
+            Datum values[14];
+            bool nulls[14];
+            values[0] = source_text;
+            nulls[0] = false;
+            values[1] = value(row, wc.message_id, &nulls[1]);
+            values[2] = stream_value;
+            nulls[2] = no_stream;
+            values[3] = value(row, wc.partition_number, &nulls[3]);
+            values[4] = value(message, mc.handler, &nulls[4]);
+            values[5] = value(message, mc.destination, &nulls[5]);
+            values[6] = value(message, mc.message_type, &nulls[6]);
+            values[7] = value(message, mc.envelope, &nulls[7]);
+            values[8] = value(message, mc.metadata, &nulls[8]);
+            values[9] = value(message, mc.scope, &nulls[9]);
+            values[10] = Int32GetDatum(out[i].attempts);
+            nulls[10] = false;
+            values[11] = Int64GetDatum(p.token);
+            nulls[11] = false;
+            values[12] = TimestampTzGetDatum(p.expiry);
+            nulls[12] = false;
+            values[13] = source == Source::inbox ? consumer : (Datum)0;  // the outbox has no consumer
+            nulls[13] = source != Source::inbox;
+            out[i].row = heap_form_tuple(result_desc, values, nulls);
+            out[i].state = 1;
+        }
+        index_endscan(by_id);
+        index_endscan(by_stream);
+        index_endscan(message_by_id);
+        ExecDropSingleTupleTableSlot(row);
+        ExecDropSingleTupleTableSlot(older);
+        ExecDropSingleTupleTableSlot(message);
+        UnregisterSnapshot(snapshot);
+        // Locks are kept to the end of the transaction, as a query keeps them.
+        index_close(work_pkey, NoLock);
+        index_close(stream, NoLock);
+        index_close(messages_pkey, NoLock);
+        table_close(work, NoLock);
+        table_close(messages, NoLock);
+        return true;
+    });
+    if (!read) return std::nullopt;
+    return out;
+}
+
+}  // namespace whizbang::pg
