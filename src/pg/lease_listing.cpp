@@ -135,7 +135,7 @@ WB_FUNCTION(wb_leases) {
 // work tables (TG_ARGV[0]: 'inbox' or 'outbox'). A work row deleted by anything but whizbang's
 // own calls (by hand, a cascade, a test's clean-up) ends its shared lease with the deleting
 // transaction, so a row stored again under the same id later is not held by a stale lease; a
-// truncate removes them all at once. whizbang's own deletes have ended the lease already.
+// truncate ends them all the same way. whizbang's own deletes have ended the lease already.
 WB_FUNCTION(wb_lease_row_deleted) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         throw SqlError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "_lease_row_deleted() must be called as a trigger");
@@ -143,7 +143,7 @@ WB_FUNCTION(wb_lease_row_deleted) {
     if (!shared_leases_active()) return PointerGetDatum(nullptr);
     const Source source = strcmp(data->tg_trigger->tgargs[0], "outbox") == 0 ? Source::outbox : Source::inbox;
     if (TRIGGER_FIRED_BY_TRUNCATE(data->tg_event)) {
-        shm::drop_all(source);
+        shm::end_all(source);
         return PointerGetDatum(nullptr);
     }
     TupleDesc desc = RelationGetDescr(data->tg_relation);

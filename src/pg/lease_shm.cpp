@@ -123,6 +123,8 @@ struct Pending {
     int64 token;
     bool ending;  // marked ending (commit removes, abort unmarks); else taken (abort removes)
     int level;    // subtransaction nest level
+    bool restore = false;  // a lease this transaction voided (a takeover): back if it aborts
+    SharedEntry old{};
 };
 std::vector<Pending> pending;
 
@@ -168,7 +170,14 @@ void finish_pending(bool commit, int from_level) {
         LWLock* lock = partition_lock(it->hash);
         LWLockAcquire(lock, LW_EXCLUSIVE);
         SharedEntry* e = find(it->key, it->hash);
-        if (e && e->token == it->token) {
+        if (it->restore) {
+            // Taken over by this transaction, which aborts: the old holder has it again (unless
+            // somebody holds it by now, or the table is full).
+            bool found = false;
+            if (!commit && !e &&
+                (e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &it->key, it->hash, HASH_ENTER_NULL, &found))))
+                *e = it->old;
+        } else if (e && e->token == it->token) {
             if (it->ending && e->ending) {
                 if (commit || e->token == kNoLease) remove(it->key, it->hash);
                 else {
@@ -225,6 +234,13 @@ void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
 
 void remember(const SharedKey& key, uint32 hash, int64 token, bool ending) {
     pending.push_back({key, hash, token, ending, GetCurrentTransactionNestLevel()});
+}
+
+void remember_voided(const SharedEntry* e, uint32 hash) {
+    Pending p{e->key, hash, e->token, false, GetCurrentTransactionNestLevel()};
+    p.restore = true;
+    p.old = *e;
+    pending.push_back(p);
 }
 
 shm::Lease lease_of(const SharedEntry* e) {
@@ -379,7 +395,7 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
     std::vector<char> in_run(keys.size(), 0);
     voided->clear();
     voided->reserve(run.size());
-    pending.reserve(pending.size() + 1);
+    pending.reserve(pending.size() + run.size() + 2);
     std::vector<Lease> old(keys.size());
     const bool ok = pg_call([&] {
         for (std::size_t i = 0; i < keys.size(); ++i) hashes[i] = get_hash_value(table, &keys[i]);
@@ -395,7 +411,11 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
             in_run[i] = 1;
         }
         for (std::size_t i = 0; i < keys.size(); ++i)
-            if (in_run[i]) remove(keys[i], hashes[i]);
+            if (in_run[i]) {
+                remember_voided(find(keys[i], hashes[i]), hashes[i]);
+                remove(keys[i], hashes[i]);
+            }
+        remember_voided(h, hashes.back());
         fill(h, fresh);
         remember(head, hashes.back(), fresh.token, false);
         return true;
@@ -563,16 +583,22 @@ std::vector<Listed> leases_of_database() {
     return out;
 }
 
-void drop_all(Source source) {
+void end_all(Source source) {
     require_active();
+    const TransactionId xid = GetTopTransactionIdIfAny();
     pg_call([&] {
         for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE);
+        // Under the locks the count cannot grow: no allocation happens while they are held.
+        pending.reserve(pending.size() + static_cast<std::size_t>(hash_get_num_entries(table)));
         HASH_SEQ_STATUS scan;
         hash_seq_init(&scan, table);
-        // Removing the entry just returned is allowed during a dynahash scan.
-        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan)))
-            if (e->key.database == MyDatabaseId && e->key.source == static_cast<int32>(source))
-                hash_search(table, &e->key, HASH_REMOVE, nullptr);
+        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
+            if (e->key.database != MyDatabaseId || e->key.source != static_cast<int32>(source) || e->ending) continue;
+            e->ending = true;
+            e->ending_proc = MyProc->pgprocno;
+            e->ending_xid = xid;
+            remember(e->key, get_hash_value(table, &e->key), e->token, true);
+        }
         for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
     });
 }

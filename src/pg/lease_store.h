@@ -108,8 +108,9 @@ struct Listed {
 std::vector<Listed> leases_of_database();
 uint64_t consumer_hash(const std::string& consumer);
 
-// Removes every lease of `source` in this database (the work table was truncated).
-void drop_all(Source source);
+// Ends every lease of `source` in this database with this transaction (the work table is
+// being truncated): gone at commit, held again on abort.
+void end_all(Source source);
 
 // Capacity and use, for stats().
 struct Usage {
