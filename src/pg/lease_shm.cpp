@@ -456,6 +456,22 @@ void drop(const LeaseKey& k, int64_t token) {
     });
 }
 
+bool held_now(const LeaseKey& k, TimestampTz now) {
+    require_active();
+    SharedKey key = shared_key(k);
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_SHARED);
+        SharedEntry* e = find(key, hash);
+        // An end whose transaction is over is settled by the take, not here (shared lock).
+        const bool over = e && e->ending && TransactionIdIsValid(e->ending_xid) && !TransactionIdIsInProgress(e->ending_xid);
+        const bool held = e && !ended_here(e) && !over && (e->ending || e->expiry > now);
+        LWLockRelease(lock);
+        return held;
+    });
+}
+
 std::optional<Lease> get(const LeaseKey& k) {
     require_active();
     SharedKey key = shared_key(k);

@@ -76,6 +76,10 @@ void retoken(const LeaseKey& key, int64_t from, int64_t to);
 // carries `token` and is not ending.
 void drop(const LeaseKey& key, int64_t token);
 
+// Whether a claim at `now` would find the row's lease held (live, or being ended by another
+// transaction): a quick look, the take decides.
+bool held_now(const LeaseKey& key, TimestampTz now);
+
 // The entry of a row, if any.
 std::optional<Lease> get(const LeaseKey& key);
 

@@ -131,6 +131,21 @@ CachedPlan hand_out_plans[2] = {
         {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID})};
 constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeqColumn = 15, kOrdColumn = 16;
 
+// The elements of an int4[] (no NULLs: claim_work refuses them).
+std::vector<int> int4_array_values(Datum array) {
+    std::vector<int> out;
+    pg_call([&] {
+        Datum* elems = nullptr;
+        bool* nulls = nullptr;
+        int n = 0;
+        deconstruct_array(DatumGetArrayTypeP(array), INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
+        out.reserve(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i)
+            if (!nulls[i]) out.push_back(DatumGetInt32(elems[i]));
+    });
+    return out;
+}
+
 // Where a backend's next stream scan starts: after the last stream its previous claim looked at.
 struct StreamCursor {
     std::string consumer;
@@ -254,6 +269,36 @@ private:
 
     void take_unstreamed(std::vector<Pick>& picks) {
         if (room() <= 0) return;
+        DueRowScan scan;
+        if (!scan.open(c_.source, c_.now)) return take_unstreamed_sql(picks);
+        const std::optional<std::string> consumer =
+            c_.consumer_null == ' ' ? std::optional<std::string>(text_from_datum(c_.consumer)) : std::nullopt;
+        std::vector<char> partitions;
+        if (c_.partitions_null == ' ') {
+            partitions.assign(static_cast<std::size_t>(c_.partition_count), 0);
+            for (int p : int4_array_values(c_.partitions))
+                if (p >= 0 && p < c_.partition_count) partitions[static_cast<std::size_t>(p)] = 1;
+            if (std::find(partitions.begin(), partitions.end(), 1) == partitions.end()) {
+                scan.close();
+                return;  // no partition of this claim exists
+            }
+        }
+        while (room() > 0 && !full_) {
+            std::vector<DueRow> rows = scan.next(room() + 8, consumer, partitions, c_.partition_count);
+            if (rows.empty()) break;
+            for (DueRow& r : rows) {
+                if (room() <= 0 || full_) break;
+                shm::LeaseKey key{c_.source, r.id, std::move(r.consumer)};
+                if (!take_one(key, r.attempts, std::nullopt, 0)) continue;
+                picks.push_back({key, token(), c_.expiry, false, std::nullopt, 0});
+                ++pending_;
+            }
+        }
+        scan.close();
+    }
+
+    // The same with SQL (row security on the work table).
+    void take_unstreamed_sql(std::vector<Pick>& picks) {
         const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', '\0'};
         Portal cursor = unstreamed_plan[c_.source].open_cursor(
             {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count)}, nulls);

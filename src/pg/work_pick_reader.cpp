@@ -8,6 +8,7 @@
 // claim to the SQL path instead; the caller's SELECT privilege is checked as a query would.
 #include <cstring>
 
+#include "core/partition.h"
 #include "pg/work_pick_reader.h"
 
 extern "C" {
@@ -182,6 +183,89 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
     });
     if (!read) return std::nullopt;
     return out;
+}
+
+bool DueRowScan::open(Source source, TimestampTz now) {
+    source_ = source;
+    now_ = now;
+    const char* work = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
+    const char* due = source == Source::inbox ? "wh_inbox_work_due" : "wh_outbox_work_due";
+    return pg_call([&]() -> bool {
+        const Oid ns = get_namespace_oid("whizbang", false);
+        const Oid heap_id = get_relname_relid(work, ns), index_id = get_relname_relid(due, ns);
+        if (!OidIsValid(heap_id) || !OidIsValid(index_id)) return false;
+        AclResult acl = pg_class_aclcheck(heap_id, GetUserId(), ACL_SELECT);
+        if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, work);
+        heap_ = table_open(heap_id, AccessShareLock);
+        id_col_ = attnum(heap_, "message_id");
+        consumer_col_ = attnum(heap_, "consumer");
+        attempts_col_ = attnum(heap_, "attempts");
+        if (heap_->rd_rel->relrowsecurity || !id_col_ || !consumer_col_ || !attempts_col_) {
+            table_close(heap_, AccessShareLock);
+            heap_ = nullptr;
+            return false;
+        }
+        index_ = index_open(index_id, AccessShareLock);
+        snapshot_ = RegisterSnapshot(GetLatestSnapshot());
+        slot_ = table_slot_create(heap_, nullptr);
+        scan_ = index_beginscan(heap_, index_, snapshot_, 1, 0);
+        ScanKeyData key;
+        index_key(&key, index_, 1, BTLessEqualStrategyNumber, TimestampTzGetDatum(now));
+        index_rescan(scan_, &key, 1, nullptr, 0);
+        return true;
+    });
+}
+
+std::vector<DueRow> DueRowScan::next(int want, const std::optional<std::string>& consumer, const std::vector<char>& partitions,
+                                     int partition_count) {
+    std::vector<DueRow> rows;
+    rows.reserve(static_cast<std::size_t>(want));
+    while (!done_ && static_cast<int>(rows.size()) < want) {
+        // A batch of index entries at a time; the C++ work on each row happens outside pg_call.
+        struct Raw {
+            core::Uuid id;
+            std::string consumer;
+            int attempts;
+        };
+        std::vector<Raw> raw;
+        raw.reserve(64);
+        done_ = pg_call([&]() -> bool {
+            for (int n = 0; n < 64; ++n) {
+                if (!index_getnext_slot(scan_, ForwardScanDirection, slot_)) return true;
+                slot_getallattrs(slot_);
+                if (slot_->tts_isnull[id_col_ - 1] || slot_->tts_isnull[consumer_col_ - 1]) continue;
+                text* c = DatumGetTextPP(slot_->tts_values[consumer_col_ - 1]);
+                Raw r;
+                memcpy(r.id.data(), DatumGetPointer(slot_->tts_values[id_col_ - 1]), 16);
+                r.consumer.assign(VARDATA_ANY(c), VARSIZE_ANY_EXHDR(c));
+                r.attempts = DatumGetInt32(slot_->tts_values[attempts_col_ - 1]);
+                raw.push_back(std::move(r));
+            }
+            return false;
+        });
+        for (Raw& r : raw) {
+            if (consumer && r.consumer != *consumer) continue;
+            if (!partitions.empty()) {
+                const int part = core::partition_of(r.id, partition_count);
+                if (part < 0 || part >= static_cast<int>(partitions.size()) || !partitions[part]) continue;
+            }
+            if (shm::held_now({source_, r.id, r.consumer}, now_)) continue;
+            rows.push_back({r.id, std::move(r.consumer), r.attempts});
+        }
+    }
+    return rows;
+}
+
+void DueRowScan::close() {
+    if (!heap_) return;
+    pg_call([&] {
+        index_endscan(scan_);
+        ExecDropSingleTupleTableSlot(slot_);
+        UnregisterSnapshot(snapshot_);
+        index_close(index_, NoLock);
+        table_close(heap_, NoLock);
+    });
+    heap_ = nullptr;
 }
 
 }  // namespace whizbang::pg

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pg/work.h"
@@ -27,5 +28,34 @@ struct PickRead {
 // reads them with SQL. Checks the caller's SELECT privilege as a query would.
 std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
                                                 TimestampTz now, int64_t max_attempts);
+
+// Due rows without a stream, oldest due first, read through the due index (no statement): the
+// claim's candidates. Rows whose lease is live right now are passed over at the cost of a hash
+// probe, so a claim behind many leased rows does not pay for reading them out.
+struct DueRow {
+    core::Uuid id{};
+    std::string consumer;
+    int attempts = 0;
+};
+class DueRowScan {
+public:
+    // False (nothing opened) when the table cannot be read this way: the caller uses SQL.
+    bool open(Source source, TimestampTz now);
+    // Up to `want` more candidates, of `consumer` (all when nullopt) and of `partitions` (all when
+    // empty; a row's partition is partition_of(message_id, partition_count)).
+    std::vector<DueRow> next(int want, const std::optional<std::string>& consumer, const std::vector<char>& partitions,
+                             int partition_count);
+    void close();
+
+private:
+    Source source_ = Source::inbox;
+    TimestampTz now_ = 0;
+    Relation heap_ = nullptr, index_ = nullptr;
+    IndexScanDesc scan_ = nullptr;
+    TupleTableSlot* slot_ = nullptr;
+    Snapshot snapshot_ = nullptr;
+    int id_col_ = 0, consumer_col_ = 0, attempts_col_ = 0;
+    bool done_ = false;
+};
 
 }  // namespace whizbang::pg
