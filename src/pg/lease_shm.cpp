@@ -144,6 +144,12 @@ SharedEntry* find(const SharedKey& key, uint32 hash) {
     return static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_FIND, nullptr));
 }
 
+// A new entry (found: the existing one), nullptr when the table is full.
+SharedEntry* enter(const SharedKey& key, uint32 hash) {
+    bool found = false;
+    return static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
+}
+
 void remove(const SharedKey& key, uint32 hash) { hash_search_with_hash_value(table, &key, hash, HASH_REMOVE, nullptr); }
 
 // An entry marked ending by a transaction that is over without having told us (its backend
@@ -173,10 +179,7 @@ void finish_pending(bool commit, int from_level) {
         if (it->restore) {
             // Taken over by this transaction, which aborts: the old holder has it again (unless
             // somebody holds it by now, or the table is full).
-            bool found = false;
-            if (!commit && !e &&
-                (e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &it->key, it->hash, HASH_ENTER_NULL, &found))))
-                *e = it->old;
+            if (!commit && !e && (e = enter(it->key, it->hash))) *e = it->old;
         } else if (e && e->token == it->token) {
             if (it->ending && e->ending) {
                 if (commit || e->token == kNoLease) remove(it->key, it->hash);
@@ -243,6 +246,14 @@ void remember_voided(const SharedEntry* e, uint32 hash) {
     pending.push_back(p);
 }
 
+// Ending with this backend's transaction: removed at its commit, unmarked at its abort.
+void mark_ending(SharedEntry* e, TransactionId xid, uint32 hash) {
+    e->ending = true;
+    e->ending_proc = MyProc->pgprocno;
+    e->ending_xid = xid;
+    remember(e->key, hash, e->token, true);
+}
+
 shm::Lease lease_of(const SharedEntry* e) {
     shm::Lease l;
     memcpy(l.instance.data(), e->instance, 16);
@@ -272,6 +283,22 @@ void fill(SharedEntry* e, const shm::Lease& l) {
 
 void require_active() {
     if (!active) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: the shared-memory lease store is not loaded");
+}
+
+// Runs f(key, hash, entry or nullptr) under the lock of the partition of `k`'s entry and returns
+// what it returns. f runs on the PostgreSQL side: it must not throw or allocate.
+template <typename F>
+auto with_entry(const shm::LeaseKey& k, LWLockMode mode, F f) {
+    require_active();
+    const SharedKey key = shared_key(k);
+    return pg_call([&] {
+        const uint32 hash = get_hash_value(table, &key);
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, mode);
+        auto result = f(key, hash, find(key, hash));
+        LWLockRelease(lock);
+        return result;
+    });
 }
 
 // Holds the locks of a set of partitions, in partition order (no deadlock between holders).
@@ -353,34 +380,19 @@ int64_t next_token() {
 }
 
 Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
-    require_active();
-    SharedKey key = shared_key(k);
-    return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        bool found = false;
-        SharedEntry* e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
-        Take result = Take::taken;
-        if (!e) {
-            result = Take::full;
-        } else if (found && settle(e, hash) && !ended_here(e)) {
-            if (e->ending || e->expiry > now) result = Take::held;
-            else {
-                *old = lease_of(e);
-                result = Take::lapsed;
-            }
-        } else {
-            if (found && !ended_here(e))
-                e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found));
-            if (!e) result = Take::full;
-            else {
-                fill(e, fresh);
-                remember(key, hash, fresh.token, false);
-            }
+    pending.reserve(pending.size() + 1);
+    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32 hash, SharedEntry* e) {
+        const bool present = e && settle(e, hash);  // false: none, or settled away just now
+        if (present && !ended_here(e)) {
+            if (e->ending || e->expiry > now) return Take::held;
+            *old = lease_of(e);
+            return Take::lapsed;
         }
-        LWLockRelease(lock);
-        return result;
+        if (!present) e = enter(key, hash);
+        if (!e) return Take::full;
+        fill(e, fresh);
+        remember(key, hash, fresh.token, false);
+        return Take::taken;
     });
 }
 
@@ -429,78 +441,44 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
 int64_t provisional_token() { return -static_cast<int64_t>(MyProc->pgprocno) - 1; }
 
 void retoken(const LeaseKey& k, int64_t from, int64_t to) {
-    require_active();
-    SharedKey key = shared_key(k);
-    pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(key, hash);
+    with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32, SharedEntry* e) {
         if (e && e->token == from) e->token = to;
-        LWLockRelease(lock);
+        for (Pending& p : pending)
+            if (p.token == from && memcmp(&p.key, &key, sizeof(key)) == 0) p.token = to;
+        return true;
     });
-    for (Pending& p : pending)
-        if (p.token == from && memcmp(&p.key, &key, sizeof(key)) == 0) p.token = to;
 }
 
 void drop(const LeaseKey& k, int64_t token) {
-    require_active();
-    SharedKey key = shared_key(k);
-    pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(key, hash);
+    with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32 hash, SharedEntry* e) {
         if (e && e->token == token && !e->ending) remove(key, hash);
-        LWLockRelease(lock);
+        return true;
     });
 }
 
 bool held_now(const LeaseKey& k, TimestampTz now) {
-    require_active();
-    SharedKey key = shared_key(k);
-    return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_SHARED);
-        SharedEntry* e = find(key, hash);
+    return with_entry(k, LW_SHARED, [&](const SharedKey&, uint32, SharedEntry* e) {
         // An end whose transaction is over is settled by the take, not here (shared lock).
         const bool over = e && e->ending && TransactionIdIsValid(e->ending_xid) && !TransactionIdIsInProgress(e->ending_xid);
-        const bool held = e && !ended_here(e) && !over && (e->ending || e->expiry > now);
-        LWLockRelease(lock);
-        return held;
+        return e && !ended_here(e) && !over && (e->ending || e->expiry > now);
     });
 }
 
 std::optional<Lease> get(const LeaseKey& k) {
-    require_active();
-    SharedKey key = shared_key(k);
-    return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(key, hash);
+    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32 hash, SharedEntry* e) {
         std::optional<Lease> out;
         if (e && settle(e, hash)) out = lease_of(e);
-        LWLockRelease(lock);
         return out;
     });
 }
 
 std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* mismatch) {
-    require_active();
-    SharedKey key = shared_key(k);
     pending.reserve(pending.size() + 1);
     const TransactionId xid = GetTopTransactionIdIfAny();
+    const bool expect_none = token && *token == kNoLease;
     *mismatch = false;
-    return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        bool found = false;
-        SharedEntry* e = find(key, hash);
+    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32 hash, SharedEntry* e) {
         std::optional<Lease> out;
-        const bool expect_none = token && *token == kNoLease;
         if (e && settle(e, hash)) {
             if (expect_none && ended_here(e)) {
                 // Already being ended by this transaction: no lease holds the row.
@@ -508,71 +486,42 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
                 *mismatch = true;
             } else {
                 out = lease_of(e);
-                e->ending = true;
-                e->ending_proc = MyProc->pgprocno;
-                e->ending_xid = xid;
-                remember(key, hash, e->token, true);
+                mark_ending(e, xid, hash);
             }
-        } else if ((!token || expect_none) &&
-                   (e = static_cast<SharedEntry*>(hash_search_with_hash_value(table, &key, hash, HASH_ENTER_NULL, &found)))) {
+        } else if ((!token || expect_none) && (e = enter(key, hash))) {
             // No lease: mark the row as being ended all the same (removed at commit or abort).
-            shm::Lease none;
-            fill(e, none);
+            fill(e, shm::Lease{});
             e->token = kNoLease;
-            e->ending = true;
-            e->ending_proc = MyProc->pgprocno;
-            e->ending_xid = xid;
-            remember(key, hash, kNoLease, true);
+            mark_ending(e, xid, hash);
         }
-        LWLockRelease(lock);
         return out;
     });
 }
 
 bool renew(const LeaseKey& k, int64_t token, TimestampTz expiry) {
-    require_active();
-    SharedKey key = shared_key(k);
-    return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(key, hash);
-        bool ok = e && settle(e, hash) && e->token == token && !e->ending;
+    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32 hash, SharedEntry* e) {
+        const bool ok = e && settle(e, hash) && e->token == token && !e->ending;
         if (ok) e->expiry = expiry;
-        LWLockRelease(lock);
         return ok;
     });
 }
 
 bool extend_live(const LeaseKey& k, int64_t token, const core::Uuid& instance, TimestampTz now, TimestampTz expiry) {
-    require_active();
-    SharedKey key = shared_key(k);
-    return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(key, hash);
+    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32 hash, SharedEntry* e) {
         const bool ok = e && settle(e, hash) && e->token == token && !e->ending && e->expiry > now &&
                         memcmp(e->instance, instance.data(), 16) == 0;
         if (ok) e->expiry = expiry;
-        LWLockRelease(lock);
         return ok;
     });
 }
 
 void set_delivery(const LeaseKey& k, int64_t token, int attempts, TimestampTz expiry) {
-    require_active();
-    SharedKey key = shared_key(k);
-    pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
-        LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(key, hash);
+    with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32, SharedEntry* e) {
         if (e && e->token == token) {
             e->attempts = attempts;
             e->expiry = expiry;
         }
-        LWLockRelease(lock);
+        return true;
     });
 }
 
@@ -610,10 +559,7 @@ void end_all(Source source) {
         hash_seq_init(&scan, table);
         while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
             if (e->key.database != MyDatabaseId || e->key.source != static_cast<int32>(source) || e->ending) continue;
-            e->ending = true;
-            e->ending_proc = MyProc->pgprocno;
-            e->ending_xid = xid;
-            remember(e->key, get_hash_value(table, &e->key), e->token, true);
+            mark_ending(e, xid, get_hash_value(table, &e->key));
         }
         for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
     });
