@@ -327,12 +327,16 @@ $$;
 -- first store, leases after the first claim, nothing left after a cell). A message row without
 -- its work row, or the other way round, shows up with has_message or has_work false.
 
+-- whizbang's leases come from whizbang.leases, which reads whichever lease store runs (with
+-- the shared-memory store the work rows' lease columns stay empty).
 CREATE OR REPLACE VIEW bench.ob_native_rows AS
   SELECT coalesce(o.message_id, w.message_id) AS message_id, o.destination, o.message_type, o.event_data,
          o.metadata, o.scope, o.stream_id, o.is_event, o.created_at, w.stream_seq, w.partition_number,
-         w.scheduled_for, w.attempts, w.lease_instance, w.lease_token, w.lease_expiry, w.last_error,
+         w.scheduled_for, coalesce(l.attempts, w.attempts) AS attempts, l.instance_id AS lease_instance,
+         l.lease_token, l.lease_expiry, w.last_error,
          w.processed_at, o.message_id IS NOT NULL AS has_message, w.message_id IS NOT NULL AS has_work
-    FROM whizbang.wh_outbox o FULL JOIN whizbang.wh_outbox_work w ON w.message_id = o.message_id;
+    FROM whizbang.wh_outbox o FULL JOIN whizbang.wh_outbox_work w ON w.message_id = o.message_id
+    LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id;
 
 CREATE OR REPLACE VIEW bench.ob_plpgsql_rows AS
   SELECT coalesce(o.message_id, w.message_id) AS message_id, o.destination, o.message_type, o.event_data,
