@@ -1246,3 +1246,33 @@ CREATE TRIGGER wh_outbox_work_lease_end AFTER DELETE ON whizbang.wh_outbox_work
     FOR EACH ROW EXECUTE FUNCTION whizbang._lease_row_deleted('outbox');
 CREATE TRIGGER wh_outbox_work_lease_truncate AFTER TRUNCATE ON whizbang.wh_outbox_work
     FOR EACH STATEMENT EXECUTE FUNCTION whizbang._lease_row_deleted('outbox');
+
+-- ---------------------------------------------------------------------------------------
+-- The work rows' lease columns hold the table store's leases only
+-- ---------------------------------------------------------------------------------------
+COMMENT ON COLUMN whizbang.wh_inbox_work.attempts IS
+    'Deliveries so far. Table lease store: + 1 per claim, - 1 per release. Shared-memory store: the ended '
+    'deliveries only (written by fail_work, a takeover of a lapsed lease, dead-lettering); the current one is in '
+    'whizbang.leases.';
+COMMENT ON COLUMN whizbang.wh_inbox_work.lease_instance IS
+    'Table lease store: instance (p_instance_id) holding the current lease; NULL when unleased, and always with '
+    'the shared-memory store (read whizbang.leases).';
+COMMENT ON COLUMN whizbang.wh_inbox_work.lease_token IS
+    'Table lease store: fencing token of the current lease (wh_lease_token_seq); NULL when unleased, and always '
+    'with the shared-memory store (read whizbang.leases).';
+COMMENT ON COLUMN whizbang.wh_inbox_work.lease_expiry IS
+    'Table lease store: end of the current lease; NULL when unleased, and always with the shared-memory store '
+    '(read whizbang.leases).';
+COMMENT ON COLUMN whizbang.wh_outbox_work.attempts IS
+    'Deliveries so far. Table lease store: + 1 per claim, - 1 per release. Shared-memory store: the ended '
+    'deliveries only (written by fail_work, a takeover of a lapsed lease, dead-lettering); the current one is in '
+    'whizbang.leases.';
+COMMENT ON COLUMN whizbang.wh_outbox_work.lease_instance IS
+    'Table lease store: instance (p_instance_id) holding the current lease; NULL when unleased, and always with '
+    'the shared-memory store (read whizbang.leases).';
+COMMENT ON COLUMN whizbang.wh_outbox_work.lease_token IS
+    'Table lease store: fencing token of the current lease (wh_lease_token_seq); NULL when unleased, and always '
+    'with the shared-memory store (read whizbang.leases).';
+COMMENT ON COLUMN whizbang.wh_outbox_work.lease_expiry IS
+    'Table lease store: end of the current lease; NULL when unleased, and always with the shared-memory store '
+    '(read whizbang.leases).';
