@@ -132,6 +132,17 @@ sample_pool() {
 # a. The inbox worker example, 4 workers, through the pooler.
 # ----------------------------------------------------------------------------------------
 WORKER=examples/inbox_worker.py
+sample_pool "$work/pool-inbox.out" &
+sampler=$!
+pids=("$sampler")
+for w in 1 2 3 4; do
+  "${POOLED[@]}" "$PY" "$WORKER" --batch 5 --max-per-stream 3 --lease 3 --poll 0.1 --max-idle 2 \
+    >"$work/worker-$w.json" 2>"$work/worker-$w.log" &
+  pids+=($!)
+done
+# The workers are polling before the work arrives, so that they all get a share of it (with the
+# shared-memory lease store a single worker could drain 200 messages before the others start).
+sleep 0.5
 check_eq "inbox: produce 200 messages through pgbouncer" "stored 200 new of 200 messages (0 duplicates)" \
   "$(pooled "$PY" "$WORKER" --produce 200 --streams 8 --tag pool 2>&1)"
 check_eq "inbox: produce them again (a redelivery), nothing stored" "stored 0 new of 200 messages (200 duplicates)" \
@@ -142,15 +153,6 @@ q "SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(jsonb_bu
      'StreamId', (SELECT stream_id FROM whizbang.wh_inbox WHERE envelope->>'account' = 'acct-1' LIMIT 1),
      'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
      'Envelope', '{\"account\": \"acct-1\", \"seq\": 100, \"amount\": 0, \"fail\": true}'::jsonb)))" >/dev/null
-
-sample_pool "$work/pool-inbox.out" &
-sampler=$!
-pids=("$sampler")
-for w in 1 2 3 4; do
-  "${POOLED[@]}" "$PY" "$WORKER" --batch 5 --max-per-stream 3 --lease 3 --poll 0.1 --max-idle 2 \
-    >"$work/worker-$w.json" 2>"$work/worker-$w.log" &
-  pids+=($!)
-done
 status=0
 for p in "${pids[@]:1}"; do wait "$p" || status=$?; done
 kill "$sampler"; wait "$sampler" 2>/dev/null || true
