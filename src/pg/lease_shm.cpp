@@ -195,6 +195,9 @@ void finish_pending(bool commit, int from_level) {
     }
     pending.erase(std::remove_if(pending.begin(), pending.end(), [from_level](const Pending& p) { return p.level >= from_level; }),
                   pending.end());
+    // A big transaction (a TRUNCATE ends every lease of a table) does not keep its list's memory
+    // for the life of the backend; swapping with an empty vector frees without allocating.
+    if (pending.empty() && pending.capacity() > 4096) std::vector<Pending>().swap(pending);
 }
 
 void on_xact(XactEvent event, void*) {
