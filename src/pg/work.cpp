@@ -65,19 +65,7 @@ WorkPlan unstreamed_plan = WorkPlan::replanned(
 // wh_inbox_work_stream (a loose index scan) from a starting point that rotates between claims,
 // so every stream gets its turn. Read without locks: lock_heads_plan checks again.
 WorkPlan stream_heads_plan = WorkPlan::replanned(
-    "WITH RECURSIVE streams AS ("
-    "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
-    "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
-    "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
-    "      AND ($6 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($7::pg_catalog.text COLLATE pg_catalog.\"C\", $8))"
-    "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
-    "  UNION ALL"
-    "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
-    "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
-    "     WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
-    "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
-    "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
-    "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)"
+    stream_walk_sql() +
     "SELECT h.message_id, h.consumer::pg_catalog.text, h.stream_id"
     "  FROM streams s CROSS JOIN LATERAL ("
     "    SELECT w.message_id, w.consumer, w.stream_id, w.scheduled_for, w.lease_expiry"
@@ -508,6 +496,22 @@ Oid work_table(Source source) {
         return OidIsValid(schema) ? get_relname_relid(source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work", schema)
                                   : InvalidOid;
     });
+}
+
+std::string stream_walk_sql() {
+    return "WITH RECURSIVE streams AS ("
+           "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+           "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
+           "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+           "      AND ($6 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($7::pg_catalog.text COLLATE pg_catalog.\"C\", $8))"
+           "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
+           "  UNION ALL"
+           "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
+           "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+           "     WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
+           "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
+           "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
+           "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)";
 }
 
 std::string outbox_twin(const std::string& sql) {

@@ -36,6 +36,11 @@ int64_t next_lease_token();
 // `sql` with every "whizbang.wh_inbox_" table replaced by its "whizbang.wh_outbox_" twin.
 std::string outbox_twin(const std::string& sql);
 
+// The loose index scan of wh_inbox_work_stream that both claim paths start from: a recursive
+// CTE "streams" of each (consumer, stream_id) with unfinished rows, $2 the consumer (NULL: all),
+// from the first stream when $6, else from after ($7, $8). Their statements go on from it.
+std::string stream_walk_sql();
+
 // A statement over the work-state tables, prepared once per source.
 class WorkPlan {
 public:

@@ -38,19 +38,7 @@ WorkPlan unstreamed_plan = WorkPlan::replanned(
 // Due stream heads, stream after stream (a loose index scan through wh_inbox_work_stream) from
 // a starting point that rotates between claims, so every stream gets its turn.
 WorkPlan stream_heads_plan = WorkPlan::replanned(
-    "WITH RECURSIVE streams AS ("
-    "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
-    "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
-    "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
-    "      AND ($5 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($6::pg_catalog.text COLLATE pg_catalog.\"C\", $7))"
-    "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
-    "  UNION ALL"
-    "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
-    "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
-    "     WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
-    "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
-    "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
-    "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)"
+    stream_walk_sql() +
     "SELECT h.message_id, h.consumer::pg_catalog.text, h.attempts, h.stream_id, h.stream_seq, h.scheduled_for"
     "  FROM streams s CROSS JOIN LATERAL ("
     "    SELECT w.message_id, w.consumer, w.stream_id, w.stream_seq, w.scheduled_for, w.attempts"
@@ -60,8 +48,8 @@ WorkPlan stream_heads_plan = WorkPlan::replanned(
     "     ORDER BY w.stream_seq LIMIT 1) h"
     " WHERE h.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
-    " LIMIT $8",
-    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, BOOLOID, TEXTOID, UUIDOID, INT4OID});
+    " LIMIT $5",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID, BOOLOID, TEXTOID, UUIDOID});
 
 // Rows stored pre-leased to this instance (their leases were taken by the store).
 WorkPlan preleased_plan(
@@ -341,13 +329,13 @@ private:
         std::set<std::pair<core::Uuid, std::string>> seen;
         for (int pass = 0; pass < 2 && static_cast<int>(found.size()) < limit; ++pass) {
             const bool from_start = pass == 1 || !at.set;
-            const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', from_start ? 'n' : ' ',
-                                  from_start ? 'n' : ' ', ' ', '\0'};
+            const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', ' ', from_start ? 'n' : ' ',
+                                  from_start ? 'n' : ' ', '\0'};
             uint64 rows = stream_heads_plan[c_.source].execute(
                 {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count),
-                 BoolGetDatum(from_start), from_start ? (Datum)0 : text_datum(at.consumer),
-                 from_start ? (Datum)0 : PointerGetDatum(at.stream.data()),
-                 Int32GetDatum(limit - static_cast<int>(found.size()))},
+                 Int32GetDatum(limit - static_cast<int>(found.size())), BoolGetDatum(from_start),
+                 from_start ? (Datum)0 : text_datum(at.consumer),
+                 from_start ? (Datum)0 : PointerGetDatum(at.stream.data())},
                 nulls);
             for (uint64 r = 0; r < rows; ++r) {
                 bool isnull = false;
