@@ -233,42 +233,20 @@ std::vector<Pick> take_preleased(const Claim& c) {
     return picks;
 }
 
-// Where the stream scan of the next claim starts in this backend: after the last stream it
-// looked at, so a deep backlog of streams is served in turn rather than lowest id first.
-struct StreamCursor {
-    std::string consumer;
-    core::Uuid stream{};
-    bool set = false;
-};
-StreamCursor stream_cursors[2];  // per source
-
-// Candidate stream heads (message id, consumer), up to `room`: from the cursor to the end,
-// then from the start. Moves the cursor to the last stream found.
+// Candidate stream heads (message id, consumer), up to `room`.
 std::vector<std::pair<core::Uuid, std::string>> find_stream_heads(const Claim& c, int room) {
     std::vector<std::pair<core::Uuid, std::string>> found;
-    StreamCursor& stream_cursor = stream_cursors[static_cast<int>(c.source)];
-    StreamCursor last;
     std::set<std::pair<core::Uuid, std::string>> seen;
-    for (int pass = 0; pass < 2 && static_cast<int>(found.size()) < room; ++pass) {
-        const bool from_start = pass == 1 || !stream_cursor.set;
-        const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', ' ', from_start ? 'n' : ' ',
-                              from_start ? 'n' : ' ', '\0'};
-        uint64 rows = stream_heads_plan[c.source].execute(
-            {TimestampTzGetDatum(c.now), c.consumer, c.partitions, Int32GetDatum(c.partition_count),
-             Int32GetDatum(room - static_cast<int>(found.size())), BoolGetDatum(from_start),
-             from_start ? (Datum)0 : text_datum(stream_cursor.consumer),
-             from_start ? (Datum)0 : PointerGetDatum(stream_cursor.stream.data())},
-            nulls);
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
-            std::pair<core::Uuid, std::string> key{uuid_from_datum(spi_value(r, 1, &isnull)),
-                                                   text_from_datum(spi_value(r, 2, &isnull))};
-            if (seen.insert(key).second) found.push_back(key);
-            last = {key.second, uuid_from_datum(spi_value(r, 3, &isnull)), true};
-        }
-        if (from_start) break;
-    }
-    stream_cursor = last;  // nothing found: the next claim starts from the beginning
+    walk_stream_heads(c, stream_heads_plan[c.source], room, [&](uint64 r, StreamCursor& at) {
+        bool isnull = false;
+        std::pair<core::Uuid, std::string> key{uuid_from_datum(spi_value(r, 1, &isnull)),
+                                               text_from_datum(spi_value(r, 2, &isnull))};
+        at.consumer = key.second;
+        at.stream = uuid_from_datum(spi_value(r, 3, &isnull));
+        if (!seen.insert(key).second) return false;
+        found.push_back(std::move(key));
+        return true;
+    });
     return found;
 }
 
@@ -496,6 +474,36 @@ Oid work_table(Source source) {
         return OidIsValid(schema) ? get_relname_relid(source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work", schema)
                                   : InvalidOid;
     });
+}
+
+namespace {
+// Where a backend's next stream walk starts, per source: after the last stream it looked at, so a
+// deep backlog of streams is served in turn rather than lowest id first.
+StreamCursor stream_cursors[2];
+}  // namespace
+
+void walk_stream_heads(const Claim& c, CachedPlan& plan, int limit,
+                       const std::function<bool(uint64 row, StreamCursor& position)>& row) {
+    StreamCursor& cursor = stream_cursors[static_cast<int>(c.source)];
+    StreamCursor last;
+    int found = 0;
+    // From the cursor to the end, then from the start.
+    for (int pass = 0; pass < 2 && found < limit; ++pass) {
+        const bool from_start = pass == 1 || !cursor.set;
+        const char nulls[] = {' ', c.consumer_null, c.partitions_null, ' ', ' ', ' ', from_start ? 'n' : ' ',
+                              from_start ? 'n' : ' ', '\0'};
+        uint64 rows = plan.execute({TimestampTzGetDatum(c.now), c.consumer, c.partitions, Int32GetDatum(c.partition_count),
+                                    Int32GetDatum(limit - found), BoolGetDatum(from_start),
+                                    from_start ? (Datum)0 : text_datum(cursor.consumer),
+                                    from_start ? (Datum)0 : PointerGetDatum(cursor.stream.data())},
+                                   nulls);
+        for (uint64 r = 0; r < rows; ++r) {
+            if (row(r, last)) ++found;
+            last.set = true;
+        }
+        if (from_start) break;
+    }
+    cursor = last;  // nothing found: the next claim starts from the beginning
 }
 
 std::string stream_walk_sql() {

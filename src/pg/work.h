@@ -6,6 +6,7 @@
 // once, for the inbox, and prepared a second time with the outbox's table names.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,22 @@ std::string outbox_twin(const std::string& sql);
 // CTE "streams" of each (consumer, stream_id) with unfinished rows, $2 the consumer (NULL: all),
 // from the first stream when $6, else from after ($7, $8). Their statements go on from it.
 std::string stream_walk_sql();
+
+// A position in the stream walk: the stream of the last head a claim looked at.
+struct StreamCursor {
+    std::string consumer;
+    core::Uuid stream{};
+    bool set = false;
+};
+
+struct Claim;
+
+// Runs `plan` (stream_walk_sql() with $1 now, $2 consumer, $3/$4 partitions, $5 the row limit)
+// from where this backend's previous walk of c.source stopped to the end, then from the start,
+// until `limit` rows were counted; `row(r, position)` sets the stream of result row r and says
+// whether it counts (a head not seen before). Moves the starting point past the last stream.
+void walk_stream_heads(const Claim& c, CachedPlan& plan, int limit,
+                       const std::function<bool(uint64 row, StreamCursor& position)>& row);
 
 // A statement over the work-state tables, prepared once per source.
 class WorkPlan {

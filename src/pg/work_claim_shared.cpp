@@ -134,13 +134,6 @@ std::vector<int> int4_array_values(Datum array) {
     return out;
 }
 
-// Where a backend's next stream scan starts: after the last stream its previous claim looked at.
-struct StreamCursor {
-    std::string consumer;
-    core::Uuid stream{};
-    bool set = false;
-};
-
 struct Pick {
     shm::LeaseKey key;
     int64_t token = 0;
@@ -323,31 +316,19 @@ private:
     // Up to `limit` due stream heads from the rotating starting point to the end, then from the
     // start; moves the starting point past the last stream seen.
     std::vector<Head> find_stream_heads(int limit) {
-        StreamCursor& at = cursors_[static_cast<int>(c_.source)];
-        StreamCursor last;
         std::vector<Head> found;
         std::set<std::pair<core::Uuid, std::string>> seen;
-        for (int pass = 0; pass < 2 && static_cast<int>(found.size()) < limit; ++pass) {
-            const bool from_start = pass == 1 || !at.set;
-            const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', ' ', from_start ? 'n' : ' ',
-                                  from_start ? 'n' : ' ', '\0'};
-            uint64 rows = stream_heads_plan[c_.source].execute(
-                {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count),
-                 Int32GetDatum(limit - static_cast<int>(found.size())), BoolGetDatum(from_start),
-                 from_start ? (Datum)0 : text_datum(at.consumer),
-                 from_start ? (Datum)0 : PointerGetDatum(at.stream.data())},
-                nulls);
-            for (uint64 r = 0; r < rows; ++r) {
-                bool isnull = false;
-                Head h{{c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))},
-                       DatumGetInt32(spi_value(r, 3, &isnull)), uuid_from_datum(spi_value(r, 4, &isnull)),
-                       DatumGetInt64(spi_value(r, 5, &isnull)), DatumGetTimestampTz(spi_value(r, 6, &isnull))};
-                last = {h.key.consumer, h.stream, true};
-                if (seen.insert({h.key.id, h.key.consumer}).second) found.push_back(std::move(h));
-            }
-            if (from_start) break;
-        }
-        at = last;  // nothing found: the next claim starts from the beginning
+        walk_stream_heads(c_, stream_heads_plan[c_.source], limit, [&](uint64 r, StreamCursor& at) {
+            bool isnull = false;
+            Head h{{c_.source, uuid_from_datum(spi_value(r, 1, &isnull)), text_from_datum(spi_value(r, 2, &isnull))},
+                   DatumGetInt32(spi_value(r, 3, &isnull)), uuid_from_datum(spi_value(r, 4, &isnull)),
+                   DatumGetInt64(spi_value(r, 5, &isnull)), DatumGetTimestampTz(spi_value(r, 6, &isnull))};
+            at.consumer = h.key.consumer;
+            at.stream = h.stream;
+            if (!seen.insert({h.key.id, h.key.consumer}).second) return false;
+            found.push_back(std::move(h));
+            return true;
+        });
         return found;
     }
 
@@ -508,7 +489,6 @@ private:
         (void)hand_out(picks);
     }
 
-    static inline StreamCursor cursors_[2];      // per source: where the next claim's stream scan starts
     static inline unsigned turns_[2] = {};  // per source: which kind of row fills a claim first
 
     const Claim& c_;
