@@ -294,7 +294,7 @@ SELECT is((SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(9), NULL, 1, 60
 -- what it may update, the inbox, instead of failing on the outbox's tables.
 CREATE ROLE wb_test_inbox_only;
 GRANT USAGE ON SCHEMA whizbang TO wb_test_inbox_only;
-GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text)
+GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text, interval)
   TO wb_test_inbox_only;
 GRANT SELECT ON whizbang.wh_inbox TO wb_test_inbox_only;
 GRANT SELECT, UPDATE ON whizbang.wh_inbox_work TO wb_test_inbox_only;

@@ -117,7 +117,7 @@ GRANT USAGE ON SCHEMA whizbang TO wb_test_worker;
 GRANT EXECUTE ON FUNCTION
     whizbang.store_inbox_messages(jsonb, uuid, timestamptz, timestamptz, integer, text),
     whizbang.inbox_receive(jsonb, text, timestamptz, integer),
-    whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text),
+    whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text, interval),
     whizbang.complete_work(text, uuid[], bigint[], text, timestamptz),
     whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz),
     whizbang.renew_leases(text, uuid[], bigint[], integer, text, timestamptz),
@@ -236,7 +236,7 @@ SELECT is((SELECT count(*) FROM whizbang.wh_dead_letters WHERE consumer = 'priv_
 CREATE ROLE wb_test_relay NOLOGIN;
 GRANT USAGE ON SCHEMA whizbang TO wb_test_relay;
 GRANT EXECUTE ON FUNCTION
-    whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text),
+    whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text, interval),
     whizbang.complete_work(text, uuid[], bigint[], text, timestamptz),
     whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz),
     whizbang.renew_leases(text, uuid[], bigint[], integer, text, timestamptz),
