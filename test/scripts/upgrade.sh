@@ -46,6 +46,16 @@ SELECT format('comment on %s: %s', pg_describe_object(d.classoid, d.objoid, d.ob
     OR EXISTS (SELECT FROM pg_depend e
                 WHERE e.classid = d.classoid AND e.objid = d.objoid AND e.deptype = 'e'
                   AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang'))
+UNION ALL
+-- The initial privileges (pg_init_privs): pg_dump dumps only the grants that differ from them,
+-- so an update that records a user's grant there (a function re-created and re-granted, as
+-- claim_work in 0.7.0) would drop it from every later dump.
+SELECT format('initial privileges of %s: %s %s', pg_describe_object(i.classoid, i.objoid, i.objsubid),
+              i.privtype, i.initprivs)
+  FROM pg_init_privs i
+ WHERE EXISTS (SELECT FROM pg_depend e
+                WHERE e.classid = i.classoid AND e.objid = i.objoid AND e.deptype = 'e'
+                  AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang'))
 ORDER BY 1;
 SQL
 }
@@ -86,6 +96,30 @@ SQL
     grep -q 0A000 <<<"$got" || { echo "claim_work('outbox') on a 0.3.0 database: $got"; exit 1; }
     echo "ok: the $target library serves a database at 0.3.0 (inbox as before, outbox 0A000)"
   fi
+  if [ "$next" = "0.7.0" ]; then
+    # 0.7.0 re-creates claim_work with a tenth argument (p_wait): the grants users gave on the
+    # 9-argument one (docs/security.md) must reach the new one, with their grant options and
+    # grantors, and stay the users' own (in pg_dump's output; pg_init_privs is compared below).
+    psql -d upgraded <<'SQL'
+CREATE ROLE wb_up_worker; CREATE ROLE wb_up_relay; CREATE ROLE wb_up_sub; CREATE ROLE wb_up_late;
+GRANT USAGE ON SCHEMA whizbang TO wb_up_worker, wb_up_relay, wb_up_sub;
+-- what an inbox claim needs besides EXECUTE (docs/inbox.md#grants)
+GRANT SELECT ON whizbang.wh_inbox, whizbang.settings TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT SELECT, UPDATE ON whizbang.wh_inbox_work TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT SELECT, DELETE ON whizbang.wh_inbox_preleased TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT INSERT ON whizbang.wh_dead_letters TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT USAGE ON SEQUENCE whizbang.wh_lease_token_seq TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text)
+  TO wb_up_worker;
+GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text)
+  TO wb_up_relay WITH GRANT OPTION;
+SET ROLE wb_up_relay;
+GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text)
+  TO wb_up_sub;
+RESET ROLE;
+SQL
+    psql -At -d upgraded -c "SELECT proacl FROM pg_proc WHERE oid = 'whizbang.claim_work'::regproc" >"$WORK/acl_before"
+  fi
   echo "update $current -> $next"
   psql -d upgraded -c "ALTER EXTENSION whizbang UPDATE TO '$next'"
   current=$next
@@ -97,6 +131,22 @@ test "$(psql -At -d upgraded -c "SELECT value FROM whizbang.settings WHERE setti
 test "$(psql -At -d upgraded -c "SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-00000000aaaa', 'up', '\x02')")" = conflict
 test "$(psql -At -d upgraded -c "SELECT extversion FROM pg_extension WHERE extname = 'whizbang'")" = "$target"
 test "$(psql -At -d upgraded -c "SELECT whizbang.version()")" = "$target"
+
+# The grants on claim_work arrived whole (0.7.0 re-created it): the same ACL, each role can
+# call it, the grant option still works, and pg_dump still dumps them as the users' grants.
+acl_after=$(psql -At -d upgraded -c "SELECT proacl FROM pg_proc WHERE oid = 'whizbang.claim_work'::regproc")
+[ "$acl_after" = "$(cat "$WORK/acl_before")" ] ||
+  { echo "claim_work's grants: before the update $(cat "$WORK/acl_before"), after $acl_after"; exit 1; }
+for role in wb_up_worker wb_up_relay wb_up_sub; do
+  got=$(psql -At -d upgraded -c "SET ROLE $role" \
+          -c "SELECT count(*) FROM whizbang.claim_work('0190a1b2-0000-7000-8000-00000000dddd', 'inbox', p_consumer => 'nobody', p_wait => '0')")
+  [ "$got" = 0 ] || { echo "$role calling the new claim_work: $got"; exit 1; }
+done
+psql -d upgraded -c "SET ROLE wb_up_relay" -c "GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer,
+  integer[], integer, integer, timestamptz, text, interval) TO wb_up_late"
+dumped=$(pg_dump --schema-only -d upgraded | grep -c '^GRANT ALL ON FUNCTION whizbang\.claim_work(.*p_wait interval) TO wb_up_')
+[ "$dumped" = 4 ] || { echo "pg_dump dumps $dumped of the 4 grants on claim_work"; exit 1; }
+echo "ok: claim_work's grants survive the update to 0.7.0 ($acl_after) and are dumped"
 
 objects fresh >"$WORK/fresh.txt"
 objects upgraded >"$WORK/upgraded.txt"
