@@ -27,6 +27,10 @@ std::string text_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 int positive_int_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 TimestampTz timestamptz_arg(FunctionCallInfo fcinfo, int argno, const char* name);
 
+// An interval in microseconds (a month is 30 days); 22015 when that overflows. NULL: nullopt.
+int64_t interval_us(const Interval* iv, const char* name);
+std::optional<int64_t> interval_arg(FunctionCallInfo fcinfo, int argno, const char* name);
+
 // The array argument `argno` (not NULL), checked: one-dimensional (else 2202E), of
 // `element_type` (else 42804), at most kMaxBatchElements elements (else 54000).
 ArrayType* array_arg(FunctionCallInfo fcinfo, int argno, const char* name, Oid element_type);

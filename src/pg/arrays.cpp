@@ -96,4 +96,18 @@ Datum optional_timestamptz_array(const std::vector<std::optional<TimestampTz>>& 
     });
 }
 
+std::vector<int> int4_array_values(Datum array) {
+    std::vector<int> out;
+    pg_call([&] {
+        Datum* elems = nullptr;
+        bool* nulls = nullptr;
+        int n = 0;
+        deconstruct_array(DatumGetArrayTypeP(array), INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
+        out.reserve(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i)
+            if (!nulls[i]) out.push_back(DatumGetInt32(elems[i]));
+    });
+    return out;
+}
+
 }  // namespace whizbang::pg

@@ -98,20 +98,6 @@ std::string identifier_arg(FunctionCallInfo fcinfo, int argno, const char* name)
     return value;
 }
 
-int64_t interval_us(const Interval* iv, const char* name) {
-    int64_t days_us = 0, months_us = 0, total = 0;
-    if (__builtin_mul_overflow(static_cast<int64_t>(iv->day), USECS_PER_DAY, &days_us) ||
-        __builtin_mul_overflow(static_cast<int64_t>(iv->month), DAYS_PER_MONTH * USECS_PER_DAY, &months_us) ||
-        __builtin_add_overflow(iv->time, days_us, &total) || __builtin_add_overflow(total, months_us, &total))
-        throw SqlError(ERRCODE_INTERVAL_FIELD_OVERFLOW, std::string(name) + " is out of range");
-    return total;
-}
-
-std::optional<int64_t> interval_arg(FunctionCallInfo fcinfo, int argno, const char* name) {
-    if (PG_ARGISNULL(argno)) return std::nullopt;
-    return interval_us(PG_GETARG_INTERVAL_P(argno), name);
-}
-
 Datum interval_datum(int64_t us) {
     return pg_call([&] {
         Interval* iv = static_cast<Interval*>(palloc0(sizeof(Interval)));

@@ -551,6 +551,25 @@ std::vector<Listed> leases_of_database() {
     return out;
 }
 
+TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t> consumer_hash, TimestampTz after) {
+    require_active();
+    return pg_call([&] {
+        TimestampTz earliest = PG_INT64_MAX;
+        for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_SHARED);
+        HASH_SEQ_STATUS scan;
+        hash_seq_init(&scan, table);
+        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
+            if (e->key.database != MyDatabaseId || e->token <= kNoLease || e->ending || e->expiry <= after) continue;
+            if (source && e->key.source != static_cast<int32>(*source)) continue;
+            if (consumer_hash && e->key.source == static_cast<int32>(Source::inbox) && e->key.consumer_hash != *consumer_hash)
+                continue;
+            earliest = std::min(earliest, e->expiry);
+        }
+        for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
+        return earliest;
+    });
+}
+
 void end_all(Source source) {
     require_active();
     const TransactionId xid = GetTopTransactionIdIfAny();

@@ -112,6 +112,11 @@ struct Listed {
 std::vector<Listed> leases_of_database();
 uint64_t consumer_hash(const std::string& consumer);
 
+// The earliest expiry after `after` of a lease of this database that is not ending, of `source`
+// (nullopt: both) and, for the inbox, of the consumer with `consumer_hash` (nullopt: any); or
+// INT64_MAX. When such a lease lapses, its row can be claimed again.
+TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t> consumer_hash, TimestampTz after);
+
 // Ends every lease of `source` in this database with this transaction (the work table is
 // being truncated): gone at commit, held again on abort.
 void end_all(Source source);

@@ -14,6 +14,7 @@
 #include "pg/bridge.h"
 #include "pg/maintenance.h"
 #include "pg/spi.h"
+#include "pg/work_wait.h"
 
 extern "C" {
 #include "postmaster/bgworker.h"
@@ -183,6 +184,7 @@ void _PG_init(void) {
                                "(comma-separated; empty: none). Needs shared_preload_libraries = 'whizbang'.",
                                nullptr, &maintenance_databases, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
     whizbang::pg::lease_store_preload_init();
+    whizbang::pg::work_wait_preload_init();
     MarkGUCPrefixReserved("whizbang");
 
     char* list = pstrdup(maintenance_databases ? maintenance_databases : "");

@@ -6,6 +6,7 @@
 #include "pg/lease_store.h"
 #include "pg/queues.h"
 #include "pg/spi.h"
+#include "pg/work_wait.h"
 
 namespace whizbang::pg {
 namespace {
@@ -64,10 +65,15 @@ WB_FUNCTION(wb_stats) {
     spi_rows_to_result(rsinfo, rows);
     // The lease store (DESIGN §3.8): which one runs, and the shared table's capacity and use.
     const shm::Usage u = shm::usage();
+    const WaitCounts w = wait_counts();
     const std::pair<const char*, int64_t> store[] = {{"lease_store_shared_memory", shared_leases_active() ? 1 : 0},
                                                      {"lease_store_capacity", u.max_leases},
                                                      {"lease_store_entries", u.in_use},
-                                                     {"lease_store_full_claims", u.short_claims}};
+                                                     {"lease_store_full_claims", u.short_claims},
+                                                     // claim_work's p_wait (issue 12): claims sleeping now,
+                                                     // and waiters woken by commits since the server started.
+                                                     {"claim_waiting", w.waiting},
+                                                     {"claim_wakeups", w.wakeups}};
     std::vector<Datum> names;
     for (const auto& [name, value] : store) names.push_back(text_datum(name));
     pg_call([&] {

@@ -19,6 +19,7 @@
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/work.h"
+#include "pg/work_wait.h"
 
 namespace whizbang::pg {
 namespace {
@@ -522,6 +523,46 @@ std::string stream_walk_sql() {
            "     ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1) n)";
 }
 
+namespace {
+// When rows of a source become claimable by themselves after $1: the earliest scheduled row
+// without a stream (from the due index), the earliest scheduled stream head (the stream walk).
+WorkPlan next_due_plan(
+    stream_walk_sql() +
+    "SELECT LEAST("
+    "  (SELECT pg_catalog.min(w.scheduled_for) FROM whizbang.wh_inbox_work w"
+    "    WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.>) $1"
+    "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)),"
+    "  (SELECT pg_catalog.min(h.scheduled_for) FROM streams s CROSS JOIN LATERAL ("
+    "     SELECT w.scheduled_for FROM whizbang.wh_inbox_work w"
+    "      WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
+    "        AND w.processed_at IS NULL"
+    "      ORDER BY w.stream_seq LIMIT 1) h"
+    "    WHERE h.scheduled_for OPERATOR(pg_catalog.>) $1))",
+    {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID, BOOLOID, TEXTOID, UUIDOID});
+}  // namespace
+
+TimestampTz next_due_of(Source source, const std::optional<std::string>& consumer, TimestampTz now) {
+    const bool by_consumer = source == Source::inbox && consumer;
+    TimestampTz due = PG_INT64_MAX;
+    {
+        SpiConnection spi;
+        const char nulls[] = {' ', by_consumer ? ' ' : 'n', 'n', 'n', 'n', ' ', 'n', 'n', '\0'};
+        next_due_plan[source].execute({TimestampTzGetDatum(now), by_consumer ? text_datum(*consumer) : (Datum)0, 0, 0, 0,
+                                       BoolGetDatum(true), 0, 0},
+                                      nulls);
+        bool isnull = true;
+        Datum d = spi_value(0, 1, &isnull);
+        if (!isnull) due = DatumGetTimestampTz(d);
+        spi.finish();
+    }
+    if (shared_leases_active()) {
+        std::optional<uint64_t> hash;
+        if (by_consumer) hash = shm::consumer_hash(*consumer);
+        due = std::min(due, shm::earliest_expiry(source, hash, now));
+    }
+    return due;
+}
+
 std::string outbox_twin(const std::string& sql) {
     static const std::string from = "whizbang.wh_inbox_", to = "whizbang.wh_outbox_";
     std::string out = sql;
@@ -530,9 +571,12 @@ std::string outbox_twin(const std::string& sql) {
     return out;
 }
 
+uint64_t dead_letter_calls = 0;
+
 void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
     if (ids.empty()) return;
+    ++dead_letter_calls;
     dead_letter_plans[static_cast<int>(source)].execute(
         {uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
 }
@@ -543,7 +587,8 @@ using namespace whizbang;
 using namespace whizbang::pg;
 
 // claim_work(p_instance_id, p_source, p_max_rows, p_lease_seconds, p_partitions, p_partition_count,
-//            p_max_per_stream, p_now, p_consumer) RETURNS TABLE(source, message_id, ...)
+//            p_max_per_stream, p_now, p_consumer, p_wait) RETURNS TABLE(source, message_id, ...)
+// (a database still at 0.6.0 calls it without p_wait)
 WB_FUNCTION(wb_claim_work) {
     require_not_null(fcinfo, 0, "p_instance_id");
     Claim c;
@@ -553,17 +598,23 @@ WB_FUNCTION(wb_claim_work) {
     const int lease_seconds = positive_int_arg(fcinfo, 3, "p_lease_seconds");
     c.partition_count = positive_int_arg(fcinfo, 5, "p_partition_count");
     c.max_per_stream = positive_int_arg(fcinfo, 6, "p_max_per_stream");
-    c.now = timestamptz_arg(fcinfo, 7, "p_now");
+    const TimestampTz p_now = timestamptz_arg(fcinfo, 7, "p_now");
     std::optional<std::string> consumer;
     if (!PG_ARGISNULL(8)) consumer = consumer_arg(fcinfo, 8);
+    std::vector<int> partitions;
     if (!PG_ARGISNULL(4)) {
         ArrayType* a = array_arg(fcinfo, 4, "p_partitions", INT4OID);
         if (pg_call([&] { return array_contains_nulls(a); }))
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partitions must not contain nulls");
         c.partitions = PointerGetDatum(a);
         c.partitions_null = ' ';
+        partitions = int4_array_values(PointerGetDatum(a));
     }
-    c.expiry = add_to_timestamp(c.now, static_cast<int64_t>(lease_seconds) * USECS_PER_SEC, "p_now + p_lease_seconds");
+    // Like idempotency_begin's p_wait: NULL is no wait.
+    const int64_t wait_us = PG_NARGS() > 9 ? interval_arg(fcinfo, 9, "p_wait").value_or(0) : 0;
+    if (wait_us < 0) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_wait must not be negative");
+    const int64_t lease_us = static_cast<int64_t>(lease_seconds) * USECS_PER_SEC;
+    (void)add_to_timestamp(p_now, lease_us, "p_now + p_lease_seconds");
 
     if (shared_leases_active())
         // Shared leases are written to memory only, where a read-only transaction or a standby
@@ -575,8 +626,6 @@ WB_FUNCTION(wb_claim_work) {
         });
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    SpiConnection spi;
-    const int64_t max_attempts = setting_int("max_attempts");
 
     // Both sources: which one fills the claim first alternates between a backend's claims, so
     // a busy inbox cannot starve the outbox or the other way round. One token for the claim.
@@ -584,31 +633,72 @@ WB_FUNCTION(wb_claim_work) {
     // calling role may update its work state: an inbox worker granted the inbox only keeps
     // working with the default p_source.
     static unsigned both_claims = 0;
-    std::vector<Source> order;
+    std::vector<Source> sources;
     if (source) {
-        order = {*source};
+        sources = {*source};
     } else {
         const Oid outbox = work_table(Source::outbox);
         const bool with_outbox =
             OidIsValid(outbox) && pg_call([outbox] { return pg_class_aclcheck(outbox, GetUserId(), ACL_UPDATE); }) == ACLCHECK_OK;
-        if (!with_outbox) order = {Source::inbox};
-        else if ((both_claims++ & 1u) == 0) order = {Source::inbox, Source::outbox};
-        else order = {Source::outbox, Source::inbox};
+        sources = with_outbox ? std::vector<Source>{Source::inbox, Source::outbox} : std::vector<Source>{Source::inbox};
     }
-    int64_t fresh_token = 0;
-    SharedHandOut shared;
-    shared.result_desc = rsinfo->setDesc;
-    for (Source s : order) {
-        c.source = s;
-        // p_consumer selects inbox rows; outbox rows have no consumer.
-        const bool by_consumer = s == Source::inbox && consumer;
-        c.consumer = by_consumer ? text_datum(*consumer) : (Datum)0;
-        c.consumer_null = by_consumer ? ' ' : 'n';
-        c.max_rows -= shared_leases_active() ? claim_shared(c, max_attempts, shared)
-                                             : claim_from(c, max_attempts, fresh_token, rsinfo);
-        if (c.max_rows <= 0) break;
+    const int max_rows = c.max_rows;
+    // One look: time passes while a claim waits, so each look is p_now plus the time waited.
+    auto try_claim = [&](int64_t elapsed_us) {
+        c.now = add_to_timestamp(p_now, elapsed_us, "p_now + the time waited");
+        c.expiry = add_to_timestamp(c.now, lease_us, "p_now + p_lease_seconds");
+        c.max_rows = max_rows;
+        std::vector<Source> order = sources;
+        if (order.size() == 2 && (both_claims++ & 1u) == 1) std::reverse(order.begin(), order.end());
+        SpiConnection spi;
+        const int64_t max_attempts = setting_int("max_attempts");
+        int64_t fresh_token = 0;
+        SharedHandOut shared;
+        shared.result_desc = rsinfo->setDesc;
+        for (Source s : order) {
+            c.source = s;
+            // p_consumer selects inbox rows; outbox rows have no consumer.
+            const bool by_consumer = s == Source::inbox && consumer;
+            c.consumer = by_consumer ? text_datum(*consumer) : (Datum)0;
+            c.consumer_null = by_consumer ? ' ' : 'n';
+            c.max_rows -= shared_leases_active() ? claim_shared(c, max_attempts, shared)
+                                                 : claim_from(c, max_attempts, fresh_token, rsinfo);
+            if (c.max_rows <= 0) break;
+        }
+        finish_shared_claim(shared, rsinfo);
+        spi.finish();
+        return max_rows - c.max_rows;
+    };
+    if (wait_us == 0) {
+        (void)try_claim(0);
+        return (Datum)0;
     }
-    finish_shared_claim(shared, rsinfo);
-    spi.finish();
+
+    // A look that wrote (dead letters, row locks of the table store) ends the wait: its locks
+    // are not held while sleeping.
+    const TransactionId xid_before = GetTopTransactionIdIfAny();
+    const uint64_t dead_before = dead_letter_calls;
+    auto wrote = [&] {
+        return dead_letter_calls != dead_before ||
+               (!TransactionIdIsValid(xid_before) && TransactionIdIsValid(GetTopTransactionIdIfAny()));
+    };
+    core::WaitFilter filter;
+    filter.inbox = std::find(sources.begin(), sources.end(), Source::inbox) != sources.end();
+    filter.outbox = std::find(sources.begin(), sources.end(), Source::outbox) != sources.end();
+    filter.any_consumer = !consumer;
+    if (consumer) filter.consumer_hash = shm::consumer_hash(*consumer);
+    if (!PG_ARGISNULL(4)) {
+        filter.partition_count = c.partition_count;
+        filter.npartitions = static_cast<int>(std::min<std::size_t>(partitions.size(), core::kWaitMaxPartitions + 1));
+        for (int i = 0; i < filter.npartitions && i < core::kWaitMaxPartitions; ++i) filter.partitions[i] = partitions[i];
+    }
+    filter.max_rows = max_rows;
+    auto next_due = [&](int64_t elapsed_us) -> int64_t {
+        const TimestampTz now = add_to_timestamp(p_now, elapsed_us, "p_now + the time waited");
+        TimestampTz due = PG_INT64_MAX;
+        for (Source s : sources) due = std::min(due, next_due_of(s, consumer, now));
+        return due == PG_INT64_MAX ? core::kNever : due - p_now;
+    };
+    claim_with_wait(wait_us, filter, try_claim, wrote, next_due);
     return (Datum)0;
 }

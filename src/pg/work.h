@@ -124,6 +124,13 @@ void write_attempts(Source source, const std::vector<core::Uuid>& ids, const std
 // The unfinished rows of a stream after `seq`, in any order.
 std::vector<core::Uuid> stream_rest(Source source, const std::string& consumer, const core::Uuid& stream, int64_t seq);
 
+// When rows of `source` (of `consumer`, inbox only; nullopt: any) next become claimable by
+// themselves after `now`: a scheduled row or stream head, a lease lapsing. INT64_MAX: none.
+TimestampTz next_due_of(Source source, const std::optional<std::string>& consumer, TimestampTz now);
+
+// How many times dead_letter() moved rows in this backend: a claim that did has written.
+extern uint64_t dead_letter_calls;
+
 // Moves work to wh_dead_letters with its message; a NULL error keeps the last one. The
 // outbox's work rows all have consumer ''.
 void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::vector<std::string>& consumers,

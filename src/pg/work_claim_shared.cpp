@@ -119,21 +119,6 @@ CachedPlan hand_out_plans[2] = {
         {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID})};
 constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeqColumn = 15, kOrdColumn = 16;
 
-// The elements of an int4[] (no NULLs: claim_work refuses them).
-std::vector<int> int4_array_values(Datum array) {
-    std::vector<int> out;
-    pg_call([&] {
-        Datum* elems = nullptr;
-        bool* nulls = nullptr;
-        int n = 0;
-        deconstruct_array(DatumGetArrayTypeP(array), INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
-        out.reserve(static_cast<std::size_t>(n));
-        for (int i = 0; i < n; ++i)
-            if (!nulls[i]) out.push_back(DatumGetInt32(elems[i]));
-    });
-    return out;
-}
-
 struct Pick {
     shm::LeaseKey key;
     int64_t token = 0;

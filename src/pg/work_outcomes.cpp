@@ -18,6 +18,7 @@
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/work.h"
+#include "pg/work_wait.h"
 
 namespace whizbang::pg {
 namespace {
@@ -337,6 +338,7 @@ WB_FUNCTION(wb_fail_work) {
                                           "the retry time");
         retry_ids.push_back(n.ids[i]);
         retry_at.push_back(at);
+        note_work(n.source, n.consumer, row.stream.value_or(n.ids[i]), at, n.now);
         retry_errors.push_back(error);
         add_run_after(n, row, runs);
         return Outcome{"retry_scheduled", at};
@@ -398,6 +400,7 @@ WB_FUNCTION(wb_release_work) {
     auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
         release.push_back(n.ids[i]);
         add_run_after(n, row, runs);
+        note_work(n.source, n.consumer, row.stream.value_or(n.ids[i]), n.now, n.now);
         return Outcome{"released", std::nullopt};
     });
     // Shared memory: nothing to write, the delivery was never counted in the row (a refund).

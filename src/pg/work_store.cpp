@@ -14,6 +14,7 @@
 #include "pg/lease_store.h"
 #include "pg/spi.h"
 #include "pg/work_store.h"
+#include "pg/work_wait.h"
 
 namespace whizbang::pg {
 namespace {
@@ -236,6 +237,9 @@ void write_work(const StoreOptions& o, const std::vector<Message>& messages, con
                                       int4_array(partitions), timestamptz_array(due),
                                       bool_array(in_rows ? pre_leased : std::vector<char>(n, 0))},
                                      nulls);
+    // Waiting claims are woken for these rows when this transaction commits.
+    for (std::size_t k = 0; k < n; ++k)
+        if (!pre_leased[k]) note_work(source, o.consumer, streams[k].value_or(ids[k]), due[k], o.now);
     if (o.instance) {
         std::vector<core::Uuid> leased;
         for (std::size_t k = 0; k < n; ++k)

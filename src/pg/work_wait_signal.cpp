@@ -1,0 +1,274 @@
+// The shared side of claim_work's p_wait (work_wait.h): the array of waiting claims, and the
+// commit callback that wakes those that can use what the transaction made claimable.
+//
+// One slot per backend (by pgprocno), under one lock: a waiter writes its slot a few times per
+// wait, a committing transaction that noted work reads them all once. Nothing under the lock
+// can fail or allocate; the commit callback never throws (an error after commit cannot be
+// reported) — at worst a waiter sleeps until its own time.
+#include <algorithm>
+#include <vector>
+
+#include "pg/lease_store.h"
+#include "pg/work.h"
+#include "pg/work_wait.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+}
+
+namespace whizbang::pg {
+namespace {
+
+constexpr const char* kTranche = "whizbang_wait";
+
+struct Slot {
+    bool waiting;
+    bool woken;  // woken for work, not back from its retry yet
+    Oid database;
+    uint64 ticket;
+    TimestampTz wake_at;  // when it wakes by itself at the latest
+    core::WaitFilter filter;
+};
+
+struct Shared {
+    pg_atomic_uint32 waiting;
+    pg_atomic_uint64 wakeups;
+    uint64 next_ticket;  // under the lock
+    int nslots;
+    Slot slots[FLEXIBLE_ARRAY_MEMBER];
+};
+
+bool active = false;
+Shared* shared = nullptr;
+LWLock* lock = nullptr;
+shmem_request_hook_type prev_request = nullptr;
+shmem_startup_hook_type prev_startup = nullptr;
+
+// MaxBackends is known when shared memory is requested (PostgreSQL 15); backends and background
+// workers have pgprocno below it.
+Size shared_size() { return add_size(offsetof(Shared, slots), mul_size(sizeof(Slot), MaxBackends)); }
+
+void request_shmem() {
+    if (prev_request) prev_request();
+    RequestAddinShmemSpace(shared_size());
+    RequestNamedLWLockTranche(kTranche, 1);
+}
+
+void startup_shmem() {
+    if (prev_startup) prev_startup();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    bool found = false;
+    shared = static_cast<Shared*>(ShmemInitStruct("whizbang waiting claims", shared_size(), &found));
+    if (!found) {
+        memset(static_cast<void*>(shared), 0, shared_size());
+        pg_atomic_init_u32(&shared->waiting, 0);
+        pg_atomic_init_u64(&shared->wakeups, 0);
+        shared->nslots = MaxBackends;
+    }
+    LWLockRelease(AddinShmemInitLock);
+    lock = &GetNamedLWLockTranche(kTranche)->lock;
+}
+
+Slot* my_slot() {
+    if (!active || !shared || !MyProc || MyProc->pgprocno >= shared->nslots) return nullptr;
+    return &shared->slots[MyProc->pgprocno];
+}
+
+bool registered = false;
+
+// ---- what this transaction made claimable ----------------------------------------------------
+
+struct Noted {
+    Source source;
+    uint64 consumer_hash;
+    int level;  // subtransaction nest level
+    core::WorkSignal signal;
+};
+std::vector<Noted> noted;
+
+// Plans outside the lock, from a copy of the slots (planning allocates); the lock is held to
+// copy and to apply, and a slot whose waiter changed meanwhile is left alone.
+void wake(const std::vector<Noted>& signals) {
+    std::vector<int> index;
+    std::vector<core::WaiterView> views;
+    index.reserve(shared->nslots);
+    views.reserve(shared->nslots);
+    LWLockAcquire(lock, LW_SHARED);
+    for (int i = 0; i < shared->nslots; ++i) {
+        const Slot& s = shared->slots[i];
+        if (!s.waiting || s.database != MyDatabaseId) continue;
+        index.push_back(i);
+        views.push_back({s.filter, s.woken, s.ticket, s.wake_at});
+    }
+    LWLockRelease(lock);
+    if (views.empty()) return;
+    const std::vector<core::WaiterView> before = views;
+    for (const Noted& n : signals) {
+        const core::WakePlan plan = core::plan_wakeups(views, n.signal);
+        for (std::size_t v : plan.wake) views[v].woken = true;
+        if (plan.remind >= 0) views[plan.remind].wake_at = n.signal.next_due;
+    }
+    uint64 woken = 0;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    for (std::size_t v = 0; v < views.size(); ++v) {
+        const bool wake_now = views[v].woken && !before[v].woken, remind = views[v].wake_at < before[v].wake_at;
+        Slot& s = shared->slots[index[v]];
+        if ((!wake_now && !remind) || !s.waiting || s.ticket != views[v].ticket) continue;
+        if (wake_now) {
+            s.woken = true;
+            ++woken;
+        }
+        if (remind) s.wake_at = std::min(s.wake_at, views[v].wake_at);
+        SetLatch(&ProcGlobal->allProcs[index[v]].procLatch);
+    }
+    LWLockRelease(lock);
+    if (woken) pg_atomic_fetch_add_u64(&shared->wakeups, woken);
+}
+
+// Merged per source and consumer: one pass over the waiters per committing transaction.
+void wake_noted() {
+    std::vector<Noted> merged;
+    for (const Noted& n : noted) {
+        auto same = std::find_if(merged.begin(), merged.end(), [&](const Noted& m) {
+            return m.source == n.source && m.consumer_hash == n.consumer_hash;
+        });
+        if (same == merged.end()) merged.push_back(n);
+        else same->signal.merge(n.signal);
+    }
+    wake(merged);
+}
+
+// A waiter that errors out (a cancel, a statement timeout) leaves its slot.
+void leave_slot() {
+    Slot* s = my_slot();
+    if (!registered || !s) return;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    s->waiting = false;
+    s->woken = false;
+    LWLockRelease(lock);
+    pg_atomic_fetch_sub_u32(&shared->waiting, 1);
+    registered = false;
+}
+
+void on_xact(XactEvent event, void*) {
+    try {
+        switch (event) {
+            case XACT_EVENT_COMMIT:
+                if (!noted.empty() && pg_atomic_read_u32(&shared->waiting) > 0) wake_noted();
+                noted.clear();
+                break;
+            case XACT_EVENT_ABORT:
+                leave_slot();
+                noted.clear();
+                break;
+            case XACT_EVENT_PREPARE:
+                // COMMIT PREPARED runs elsewhere, later: waiters find that work at their next look.
+                noted.clear();
+                break;
+            default:
+                break;
+        }
+    } catch (...) {
+        noted.clear();  // nobody woken: waiters look again by their own deadline
+    }
+}
+
+void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    if (event == SUBXACT_EVENT_ABORT_SUB) leave_slot();
+    if (noted.empty()) return;
+    const int level = GetCurrentTransactionNestLevel();
+    if (event == SUBXACT_EVENT_ABORT_SUB)
+        noted.erase(std::remove_if(noted.begin(), noted.end(), [level](const Noted& n) { return n.level >= level; }),
+                    noted.end());
+    else if (event == SUBXACT_EVENT_COMMIT_SUB)
+        for (Noted& n : noted)
+            if (n.level >= level) n.level = level - 1;
+}
+
+void leave_at_exit(int, Datum) { leave_slot(); }
+
+}  // namespace
+
+void work_wait_preload_init() {
+    prev_request = shmem_request_hook;
+    shmem_request_hook = request_shmem;
+    prev_startup = shmem_startup_hook;
+    shmem_startup_hook = startup_shmem;
+    RegisterXactCallback(on_xact, nullptr);
+    RegisterSubXactCallback(on_subxact, nullptr);
+    active = true;
+}
+
+void note_work(Source source, const std::string& consumer, const core::Uuid& key, TimestampTz due, TimestampTz now) {
+    if (!active) return;
+    const uint64 hash = source == Source::inbox ? shm::consumer_hash(consumer) : 0;
+    const int level = GetCurrentTransactionNestLevel();
+    if (noted.empty() || noted.back().source != source || noted.back().consumer_hash != hash || noted.back().level != level) {
+        Noted n{source, hash, level, {}};
+        n.signal.inbox = source == Source::inbox;
+        n.signal.consumer_hash = hash;
+        noted.push_back(n);
+    }
+    noted.back().signal.add(key, due, now);
+}
+
+WaitCounts wait_counts() {
+    WaitCounts c;
+    if (!active || !shared) return c;
+    c.waiting = pg_atomic_read_u32(&shared->waiting);
+    c.wakeups = static_cast<int64_t>(pg_atomic_read_u64(&shared->wakeups));
+    return c;
+}
+
+namespace waiters {
+
+bool available() { return my_slot() != nullptr; }
+
+void enter(const core::WaitFilter& filter) {
+    Slot* s = my_slot();
+    if (!s || registered) return;
+    static bool exit_hook = false;
+    if (!exit_hook) {
+        before_shmem_exit(leave_at_exit, 0);
+        exit_hook = true;
+    }
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    s->filter = filter;
+    s->database = MyDatabaseId;
+    s->ticket = shared->next_ticket++;
+    s->woken = false;
+    s->wake_at = core::kNever;
+    s->waiting = true;
+    LWLockRelease(lock);
+    pg_atomic_fetch_add_u32(&shared->waiting, 1);
+    registered = true;
+}
+
+void rearm() {
+    Slot* s = my_slot();
+    if (!s || !registered) return;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    s->woken = false;
+    s->wake_at = core::kNever;
+    LWLockRelease(lock);
+}
+
+void sleeping_until(TimestampTz wake_at) {
+    Slot* s = my_slot();
+    if (!s || !registered) return;
+    LWLockAcquire(lock, LW_EXCLUSIVE);
+    // A reminder that came during the retry stands if it is earlier.
+    s->wake_at = std::min(s->wake_at == core::kNever ? wake_at : s->wake_at, wake_at);
+    LWLockRelease(lock);
+}
+
+void leave() { leave_slot(); }
+
+}  // namespace waiters
+}  // namespace whizbang::pg
