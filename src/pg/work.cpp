@@ -524,6 +524,23 @@ std::string stream_walk_sql() {
 }
 
 namespace {
+// A memory context current for one look of a waiting claim_work, deleted after it.
+class LookMemory {
+public:
+    LookMemory()
+        : context_(pg_call([] { return AllocSetContextCreate(CurrentMemoryContext, "whizbang claim look", ALLOCSET_SMALL_SIZES); })),
+          previous_(MemoryContextSwitchTo(context_)) {}
+    ~LookMemory() {
+        MemoryContextSwitchTo(previous_);
+        MemoryContextDelete(context_);
+    }
+    LookMemory(const LookMemory&) = delete;
+    LookMemory& operator=(const LookMemory&) = delete;
+
+private:
+    MemoryContext context_, previous_;
+};
+
 // When rows of a source become claimable by themselves after $1: the earliest scheduled row
 // without a stream (from the due index), the earliest scheduled stream head (the stream walk).
 WorkPlan next_due_plan(
@@ -645,6 +662,10 @@ WB_FUNCTION(wb_claim_work) {
     const int max_rows = c.max_rows;
     // One look: time passes while a claim waits, so each look is p_now plus the time waited.
     auto try_claim = [&](int64_t elapsed_us) {
+        // A waiting call looks many times (every 100 ms when it polls): each look's memory
+        // goes when the look is done, not when the call returns.
+        std::optional<LookMemory> memory;
+        if (wait_us > 0) memory.emplace();
         c.now = add_to_timestamp(p_now, elapsed_us, "p_now + the time waited");
         c.expiry = add_to_timestamp(c.now, lease_us, "p_now + p_lease_seconds");
         c.max_rows = max_rows;

@@ -234,38 +234,44 @@ void enter(const core::WaitFilter& filter) {
     Slot* s = my_slot();
     if (!s || registered) return;
     static bool exit_hook = false;
-    if (!exit_hook) {
-        before_shmem_exit(leave_at_exit, 0);
-        exit_hook = true;
-    }
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    s->filter = filter;
-    s->database = MyDatabaseId;
-    s->ticket = shared->next_ticket++;
-    s->woken = false;
-    s->wake_at = core::kNever;
-    s->waiting = true;
-    LWLockRelease(lock);
-    pg_atomic_fetch_add_u32(&shared->waiting, 1);
-    registered = true;
+    pg_call([&] {
+        if (!exit_hook) {
+            before_shmem_exit(leave_at_exit, 0);
+            exit_hook = true;
+        }
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        s->filter = filter;
+        s->database = MyDatabaseId;
+        s->ticket = shared->next_ticket++;
+        s->woken = false;
+        s->wake_at = core::kNever;
+        s->waiting = true;
+        LWLockRelease(lock);
+        pg_atomic_fetch_add_u32(&shared->waiting, 1);
+        registered = true;
+    });
 }
 
 void rearm() {
     Slot* s = my_slot();
     if (!s || !registered) return;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    s->woken = false;
-    s->wake_at = core::kNever;
-    LWLockRelease(lock);
+    pg_call([&] {
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        s->woken = false;
+        s->wake_at = core::kNever;
+        LWLockRelease(lock);
+    });
 }
 
 void sleeping_until(TimestampTz wake_at) {
     Slot* s = my_slot();
     if (!s || !registered) return;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    // A reminder that came during the retry stands if it is earlier.
-    s->wake_at = std::min(s->wake_at == core::kNever ? wake_at : s->wake_at, wake_at);
-    LWLockRelease(lock);
+    pg_call([&] {
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        // A reminder that came during the look stands if it is earlier.
+        s->wake_at = std::min(s->wake_at, wake_at);
+        LWLockRelease(lock);
+    });
 }
 
 void leave() { leave_slot(); }
