@@ -627,9 +627,18 @@ WB_FUNCTION(wb_claim_work) {
         c.partitions_null = ' ';
         partitions = int4_array_values(PointerGetDatum(a));
     }
-    // Like idempotency_begin's p_wait: NULL is no wait.
-    const int64_t wait_us = PG_NARGS() > 9 ? interval_arg(fcinfo, 9, "p_wait").value_or(0) : 0;
+    int64_t wait_us = 0;
+    if (PG_NARGS() > 9) {  // a database still at 0.6.0 calls without p_wait
+        require_not_null(fcinfo, 9, "p_wait");
+        wait_us = *interval_arg(fcinfo, 9, "p_wait");
+    }
     if (wait_us < 0) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_wait must not be negative");
+    // A snapshot held for the whole transaction never sees the work a wait is for: a worker
+    // looping on such a "wait" would spin. Refused rather than answered at once.
+    if (wait_us > 0 && pg_call([] { return IsolationUsesXactSnapshot(); }))
+        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED, "p_wait needs READ COMMITTED",
+                       "This transaction is REPEATABLE READ or SERIALIZABLE: its snapshot never sees work stored after it began.",
+                       "Call claim_work with p_wait in its own READ COMMITTED transaction (autocommit), or pass p_wait => '0'.");
     const int64_t lease_us = static_cast<int64_t>(lease_seconds) * USECS_PER_SEC;
     (void)add_to_timestamp(p_now, lease_us, "p_now + p_lease_seconds");
 
@@ -660,12 +669,13 @@ WB_FUNCTION(wb_claim_work) {
         sources = with_outbox ? std::vector<Source>{Source::inbox, Source::outbox} : std::vector<Source>{Source::inbox};
     }
     const int max_rows = c.max_rows;
+    int looks = 0;
     // One look: time passes while a claim waits, so each look is p_now plus the time waited.
     auto try_claim = [&](int64_t elapsed_us) {
         // A waiting call looks many times (every 100 ms when it polls): each look's memory
         // goes when the look is done, not when the call returns.
         std::optional<LookMemory> memory;
-        if (wait_us > 0) memory.emplace();
+        if (looks++ > 0) memory.emplace();
         c.now = add_to_timestamp(p_now, elapsed_us, "p_now + the time waited");
         c.expiry = add_to_timestamp(c.now, lease_us, "p_now + p_lease_seconds");
         c.max_rows = max_rows;

@@ -52,21 +52,20 @@ struct Registration {
 
 void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std::function<int(int64_t elapsed_us)>& try_claim,
                      const std::function<bool()>& wrote, const NextDue& next_due) {
-    // A REPEATABLE READ snapshot never sees new work: answered at once, as idempotency_begin does.
-    const bool may_wait = wait_us > 0 && !pg_call([] { return IsolationUsesXactSnapshot(); });
-    if (!may_wait) {
-        (void)try_claim(0);
-        return;
-    }
     const TimestampTz start = GetCurrentTimestamp();
+    // The first look costs what a claim without p_wait costs: a busy queue never waits.
+    if (try_claim(0) > 0 || wrote()) return;
+    if (wait_us <= 0) return;
     const TimestampTz deadline = deadline_of(start, wait_us);
     const bool woken_by_commits = waiters::available();
-    // Registered before the first look, so that a commit between the look and the sleep wakes it.
+    // Registered before the next look, so that a commit between that look and the sleep wakes it.
     Registration registration(woken_by_commits ? &filter : nullptr);
     long poll_ms = kFirstPollMs;
-    for (TimestampTz now = start;;) {
+    // A polling wait sleeps first: it has just looked.
+    bool look = woken_by_commits;
+    for (TimestampTz now = GetCurrentTimestamp();; look = true) {
         waiters::rearm();
-        if (try_claim(now - start) > 0 || wrote()) return;
+        if (look && (try_claim(now - start) > 0 || wrote())) return;
         now = GetCurrentTimestamp();
         if (now >= deadline) return;
         TimestampTz wake_at = deadline;
