@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """An inbox worker for whizbang: claim work, apply its effect exactly once, retry, dead-letter.
 
-    python3 examples/inbox_worker.py [--consumer NAME] [--batch 10] [--lease 30] [--max-idle S]
+    python3 examples/inbox_worker.py [--consumer NAME] [--batch 10] [--lease 30] [--wait 10] [--max-idle S]
     python3 examples/inbox_worker.py --produce N [--streams 3] [--tag demo] [--consumer NAME]
 
 Worker mode loops:
 
-  1. claim_work(instance, 'inbox', batch, lease) in its own short transaction, so the leases are
-     visible to the other workers at once;
+  1. claim_work(instance, 'inbox', batch, lease, p_wait => --wait seconds) in its own short
+     transaction, so the leases are visible to the other workers at once. When nothing is
+     claimable the call waits in the server and returns as soon as a transaction that stored work
+     for the consumer commits (no client-side sleep loop; one statement, so it works through
+     pgbouncer in transaction mode too), or with no rows when the wait is up;
   2. for each claimed message, in the order claim_work returned them (oldest first per stream):
      one transaction runs the handler (the business effect: a row in inbox_demo_ledger) and
      complete_work with the message's lease token, and commits only when complete_work answers
@@ -21,7 +24,8 @@ Worker mode loops:
      of the lease, on its own connection, so a slow handler keeps its messages.
 
 It stops on SIGINT or SIGTERM (after the current message; the rest of the batch is released, so
-another worker can take it at once) or after --max-idle seconds in which claims found no work.
+another worker can take it at once; a waiting claim is canceled, see stop_signals.py) or after
+--max-idle seconds in which claims found no work.
 At the end it prints one JSON line of counts (completed, retry_scheduled, dead_lettered, ...).
 
 Produce mode stores N demo messages over --streams streams with store_inbox_messages, in one
@@ -44,7 +48,6 @@ Needs Python 3.8+ and psycopg2 (Debian: python3-psycopg2). See docs/inbox.md.
 
 import argparse
 import json
-import signal
 import sys
 import threading
 import time
@@ -52,6 +55,8 @@ import uuid
 
 import psycopg2
 from psycopg2.extras import Json
+
+from stop_signals import StopSignals
 
 DEMO_NAMESPACE = uuid.UUID("6f1c8a52-3d1e-4f7b-9a43-1c2e5b7d9e01")  # UUIDv5 namespace of demo ids
 MAX_ERROR_CHARS = 2000
@@ -61,7 +66,8 @@ CLAIM_SQL = """
            lease_token, consumer
       FROM whizbang.claim_work(p_instance_id => %(instance)s, p_source => 'inbox',
                                p_max_rows => %(batch)s, p_lease_seconds => %(lease)s,
-                               p_max_per_stream => %(per_stream)s, p_consumer => %(consumer)s)
+                               p_max_per_stream => %(per_stream)s, p_consumer => %(consumer)s,
+                               p_wait => make_interval(secs => %(wait)s))
 """
 COMPLETE_SQL = """
     SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[%s]::uuid[], ARRAY[%s]::bigint[], %s)
@@ -211,22 +217,29 @@ class Worker:
         self.args = args
         self.instance = args.instance or str(uuid.uuid4())
         self.name = "worker-" + self.instance[:8]
-        self.stopping = threading.Event()
+        self.stop = StopSignals(
+            lambda signum: log(self.name, "got signal %d: stopping after the current message" % signum))
+        self.stopping = self.stop.requested
         self.counts = {k: 0 for k in ("claimed", "completed", "retry_scheduled", "dead_lettered",
                                       "lease_lost", "not_found", "released")}
         self.conn = connect()
         self.keeper = LeaseKeeper(args.lease)
 
-    def request_stop(self, signum, _frame):
-        log(self.name, "got signal %d: stopping after the current message" % signum)
-        self.stopping.set()
-
-    def claim(self):
-        with self.conn.cursor() as cur:
-            cur.execute(CLAIM_SQL, {"instance": self.instance, "batch": self.args.batch,
-                                    "lease": self.args.lease, "per_stream": self.args.max_per_stream,
-                                    "consumer": self.args.consumer})
-            rows = [Message(r) for r in cur.fetchall()]
+    def claim(self, wait):
+        """Claims a batch, waiting in the server up to `wait` seconds for work; [] when stopped."""
+        try:
+            with self.stop.waiting(self.conn), self.conn.cursor() as cur:
+                if self.stopping.is_set():
+                    return []
+                cur.execute(CLAIM_SQL, {"instance": self.instance, "batch": self.args.batch,
+                                        "lease": self.args.lease, "per_stream": self.args.max_per_stream,
+                                        "consumer": self.args.consumer, "wait": wait})
+                rows = [Message(r) for r in cur.fetchall()]
+        except psycopg2.extensions.QueryCanceledError:
+            self.conn.rollback()  # a canceled claim holds nothing
+            if self.stopping.is_set():
+                return []
+            raise
         self.conn.commit()  # the claim commits on its own: the leases are now visible to everyone
         return rows
 
@@ -297,19 +310,21 @@ class Worker:
 
     def run(self):
         ensure_demo_table(self.conn)
-        signal.signal(signal.SIGINT, self.request_stop)
-        signal.signal(signal.SIGTERM, self.request_stop)
+        self.stop.install()  # before the keeper thread starts
         self.keeper.start()
         log(self.name, "instance", self.instance, "consumer %r" % self.args.consumer)
         idle_since = time.monotonic()
         try:
             while not self.stopping.is_set():
-                batch = self.claim()
-                if not batch:
-                    if self.args.max_idle is not None and time.monotonic() - idle_since >= self.args.max_idle:
+                wait = self.args.wait
+                if self.args.max_idle is not None:
+                    idle = time.monotonic() - idle_since
+                    if idle >= self.args.max_idle:
                         log(self.name, "no work for %gs: stopping" % self.args.max_idle)
                         break
-                    self.stopping.wait(self.args.poll)
+                    wait = min(wait, self.args.max_idle - idle)
+                batch = self.claim(wait)
+                if not batch:
                     continue
                 self.counts["claimed"] += len(batch)
                 self.keeper.hold(batch)
@@ -358,7 +373,8 @@ def main():
     p.add_argument("--batch", type=int, default=10, help="messages per claim (p_max_rows)")
     p.add_argument("--lease", type=int, default=30, help="lease seconds (p_lease_seconds)")
     p.add_argument("--max-per-stream", type=int, default=100, help="p_max_per_stream")
-    p.add_argument("--poll", type=float, default=1.0, help="seconds to wait after a claim found nothing")
+    p.add_argument("--wait", "--poll", dest="wait", type=float, default=10.0,
+                   help="seconds a claim waits in the server for work (claim_work p_wait; --poll: its old name)")
     p.add_argument("--max-idle", type=float, default=None, help="stop after this many seconds without work")
     p.add_argument("--produce", type=int, metavar="N", help="store N demo messages, then exit")
     p.add_argument("--streams", type=int, default=3, help="produce: number of streams")
@@ -369,8 +385,8 @@ def main():
             p.error("--produce must be >= 0 and --streams >= 1")
         produce(args)
     else:
-        if args.batch < 1 or args.lease < 1 or args.max_per_stream < 1:
-            p.error("--batch, --lease and --max-per-stream must be at least 1")
+        if args.batch < 1 or args.lease < 1 or args.max_per_stream < 1 or args.wait < 0:
+            p.error("--batch, --lease and --max-per-stream must be at least 1, --wait at least 0")
         Worker(args).run()
 
 

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """An outbox relay for whizbang: claim stored outbox messages, publish them, complete, retry, dead-letter.
 
-    python3 examples/outbox_relay.py [--transport-table NAME] [--batch 10] [--lease 30] [--listen] [--max-idle S]
+    python3 examples/outbox_relay.py [--transport-table NAME] [--batch 10] [--lease 30] [--wait 10] [--listen]
+                                     [--max-idle S]
     python3 examples/outbox_relay.py --produce N [--customers 3] [--rollback-every K] [--tag demo]
 
 Relay mode loops:
 
-  1. claim_work(instance, 'outbox', batch, lease) in its own short transaction, so the leases are
-     visible to the other relays at once;
+  1. claim_work(instance, 'outbox', batch, lease, p_wait => --wait seconds) in its own short
+     transaction, so the leases are visible to the other relays at once. When nothing is
+     claimable the call waits in the server and returns as soon as a transaction that stored
+     outbox messages commits (no client-side sleep loop, no LISTEN session: one statement, so it
+     works through pgbouncer in transaction mode too), or with no rows when the wait is up;
   2. for each claimed message, in the order claim_work returned them (oldest first per stream):
      publish it to the transport, then mark it published in a new transaction. Publishing cannot
      commit with the database: a relay that dies after the transport accepted a message and before
@@ -55,15 +59,17 @@ before completing it: the window the receiver's dedup exists for. --slow-publish
 seconds after each publish, before completing (a slow broker acknowledgement: with a short lease,
 shows 'lease_lost').
 
---listen: the relay LISTENs on channel whizbang_outbox (own connection) and, when a claim found
-nothing, waits for a notification for up to --poll seconds instead of sleeping. The extension
-sends one NOTIFY whizbang_outbox per committing transaction that stored outbox rows when the
-setting outbox_notify is 'true'. Notifications are only a wake-up: the relay still polls every
---poll seconds, so a missed notification (or outbox_notify off) only delays publishing.
+--listen (the older wake-up, before claim_work had p_wait): the relay LISTENs on channel
+whizbang_outbox (own connection, so not through pgbouncer in transaction mode), claims without
+waiting and, when a claim found nothing, waits for a notification for up to --wait seconds. The
+extension sends one NOTIFY whizbang_outbox per committing transaction that stored outbox rows
+when the setting outbox_notify is 'true'. Notifications are only a wake-up: the relay still
+claims every --wait seconds, so a missed notification (or outbox_notify off) only delays
+publishing.
 
 It stops on SIGINT or SIGTERM (after the current message; the rest of the batch is released,
-so another relay can take it at once) or after --max-idle seconds in which claims found no
-work. At the end it prints one JSON line of counts (claimed, published, completed, ...).
+so another relay can take it at once; a waiting claim is canceled, see stop_signals.py) or after
+--max-idle seconds in which claims found no work. At the end it prints one JSON line of counts (claimed, published, completed, ...).
 
 Produce mode is the "application": per order, ONE transaction inserts the order into
 outbox_demo_orders and stores its OrderCreated event with store_outbox_messages (destination
@@ -85,15 +91,15 @@ import argparse
 import json
 import os
 import select
-import signal
 import sys
-import threading
 import time
 import uuid
 
 import psycopg2
 from psycopg2 import sql
 from psycopg2.extras import Json
+
+from stop_signals import StopSignals
 
 DEMO_NAMESPACE = uuid.UUID("0b7c3e8e-5a2f-4d61-8f0e-2d9a4c6b1e37")  # UUIDv5 namespace of demo ids
 NOTIFY_CHANNEL = "whizbang_outbox"
@@ -104,7 +110,7 @@ CLAIM_SQL = """
            attempts, lease_token
       FROM whizbang.claim_work(p_instance_id => %(instance)s, p_source => 'outbox',
                                p_max_rows => %(batch)s, p_lease_seconds => %(lease)s,
-                               p_max_per_stream => %(per_stream)s)
+                               p_max_per_stream => %(per_stream)s, p_wait => make_interval(secs => %(wait)s))
 """
 COMPLETE_WORK_SQL = "SELECT outcome FROM whizbang.complete_work('outbox', ARRAY[%s]::uuid[], ARRAY[%s]::bigint[])"
 COMPLETE_PUBLISHED_SQL = "SELECT whizbang.complete_outbox_published(ARRAY[%s]::uuid[])"
@@ -294,7 +300,9 @@ class Relay:
         self.args = args
         self.instance = args.instance or str(uuid.uuid4())
         self.name = "relay-" + self.instance[:8]
-        self.stopping = threading.Event()
+        self.stop = StopSignals(
+            lambda signum: log(self.name, "got signal %d: stopping after the current message" % signum))
+        self.stopping = self.stop.requested
         self.counts = {k: 0 for k in ("claimed", "published", "completed", "lease_lost", "not_found",
                                       "retry_scheduled", "dead_lettered", "released", "renewed",
                                       "notifications", "woken")}
@@ -305,16 +313,22 @@ class Relay:
         transport_class = InboxTransport if args.transport_table else LogTransport
         self.transport = transport_class(args, self.name)
 
-    def request_stop(self, signum, _frame):
-        log(self.name, "got signal %d: stopping after the current message" % signum)
-        self.stopping.set()
-
     # -- database calls, each in its own short transaction ------------------------------------
-    def claim(self):
-        with self.conn.cursor() as cur:
-            cur.execute(CLAIM_SQL, {"instance": self.instance, "batch": self.args.batch,
-                                    "lease": self.args.lease, "per_stream": self.args.max_per_stream})
-            rows = [Message(r) for r in cur.fetchall()]
+    def claim(self, wait):
+        """Claims a batch, waiting in the server up to `wait` seconds for work; [] when stopped."""
+        try:
+            with self.stop.waiting(self.conn), self.conn.cursor() as cur:
+                if self.stopping.is_set():
+                    return []
+                cur.execute(CLAIM_SQL, {"instance": self.instance, "batch": self.args.batch,
+                                        "lease": self.args.lease, "per_stream": self.args.max_per_stream,
+                                        "wait": wait})
+                rows = [Message(r) for r in cur.fetchall()]
+        except psycopg2.extensions.QueryCanceledError:
+            self.conn.rollback()  # a canceled claim holds nothing
+            if self.stopping.is_set():
+                return []
+            raise
         self.conn.commit()  # the claim commits on its own: the leases are now visible to everyone
         return rows
 
@@ -420,12 +434,9 @@ class Relay:
         self.counts["notifications"] += n
         return n
 
-    def wait_for_work(self, seconds):
-        """Sleeps up to `seconds`, or until a notification arrives (--listen) or a stop is requested."""
+    def wait_for_notification(self, seconds):
+        """--listen: waits up to `seconds` for a notification, or until a stop is requested."""
         deadline = time.monotonic() + seconds
-        if self.listen_conn is None:
-            self.stopping.wait(seconds)
-            return
         if self.drain_notifications():
             self.counts["woken"] += 1
             return
@@ -440,8 +451,7 @@ class Relay:
                 return
 
     def run(self):
-        signal.signal(signal.SIGINT, self.request_stop)
-        signal.signal(signal.SIGTERM, self.request_stop)
+        self.stop.install()
         if self.args.listen:
             # LISTEN before the first claim: a row stored after that claim also sends a
             # notification we will see.
@@ -449,22 +459,26 @@ class Relay:
             with self.listen_conn.cursor() as cur:
                 cur.execute("LISTEN " + NOTIFY_CHANNEL)
         log(self.name, "instance", self.instance, "transport", self.transport.name,
-            "complete via", self.args.complete, "listen" if self.listen_conn else "poll")
+            "complete via", self.args.complete, "listen" if self.listen_conn else "wait in claim_work")
         idle_since = time.monotonic()
         while not self.stopping.is_set():
+            wait = self.args.wait
+            if self.args.max_idle is not None:
+                idle = time.monotonic() - idle_since
+                if idle >= self.args.max_idle:
+                    log(self.name, "no work for %gs: stopping" % self.args.max_idle)
+                    break
+                wait = min(wait, self.args.max_idle - idle)
             if self.listen_conn is not None:
                 self.drain_notifications()  # the claim below covers whatever they announced
-            batch = self.claim()
-            if not batch:
-                wait = self.args.poll
-                if self.args.max_idle is not None:
-                    idle = time.monotonic() - idle_since
-                    if idle >= self.args.max_idle:
-                        log(self.name, "no work for %gs: stopping" % self.args.max_idle)
-                        break
-                    wait = min(wait, self.args.max_idle - idle)
-                self.wait_for_work(wait)
-                continue
+                batch = self.claim(0)
+                if not batch:
+                    self.wait_for_notification(wait)
+                    continue
+            else:
+                batch = self.claim(wait)
+                if not batch:
+                    continue
             self.counts["claimed"] += len(batch)
             self.process_batch(batch)
             idle_since = time.monotonic()
@@ -530,7 +544,9 @@ def main():
     p.add_argument("--batch", type=int, default=10, help="messages per claim (p_max_rows)")
     p.add_argument("--lease", type=int, default=30, help="lease seconds (p_lease_seconds)")
     p.add_argument("--max-per-stream", type=int, default=100, help="p_max_per_stream")
-    p.add_argument("--poll", type=float, default=1.0, help="seconds to wait after a claim found nothing")
+    p.add_argument("--wait", "--poll", dest="wait", type=float, default=10.0,
+                   help="seconds a claim waits in the server for work (claim_work p_wait), or with --listen "
+                        "for a notification (--poll: its old name)")
     p.add_argument("--max-idle", type=float, default=None, help="stop after this many seconds without work")
     p.add_argument("--listen", action="store_true", help="LISTEN whizbang_outbox: wake up on a NOTIFY")
     p.add_argument("--complete", choices=("work", "published"), default="work",
@@ -556,8 +572,8 @@ def main():
             p.error("--produce, --customers and --rollback-every must be >= 0")
         produce(args)
     else:
-        if args.batch < 1 or args.lease < 1 or args.max_per_stream < 1:
-            p.error("--batch, --lease and --max-per-stream must be at least 1")
+        if args.batch < 1 or args.lease < 1 or args.max_per_stream < 1 or args.wait < 0:
+            p.error("--batch, --lease and --max-per-stream must be at least 1, --wait at least 0")
         Relay(args).run()
 
 

@@ -73,7 +73,7 @@ check_eq "inbox_receive of a stored id: duplicate; store_inbox_messages: 5 new" 
 # 3. Two workers side by side until idle: small batches and at most 3 rows of a stream per claim,
 #    so that the streams move between the workers; a 2 s lease, renewed every 2/3 s.
 for w in a b; do
-  "$PY" "$WORKER" --batch 4 --max-per-stream 3 --lease 2 --poll 0.1 --max-idle 2 \
+  "$PY" "$WORKER" --batch 4 --max-per-stream 3 --lease 2 --wait 0.1 --max-idle 2 \
     >"$work/worker-$w.json" 2>"$work/worker-$w.log" &
   pids+=($!)
 done
@@ -131,7 +131,7 @@ SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(
   jsonb_build_object('MessageId', 'f0000000-0000-7000-8000-000000000402', 'StreamId', 'f0000000-0000-7000-8000-0000000004ff',
                      'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
                      'Envelope', '{\"account\": \"acct-run\", \"seq\": 402, \"amount\": 1}'::jsonb)))" >/dev/null
-"$PY" "$WORKER" --batch 10 --poll 0.1 --max-idle 1 >"$work/run.json" 2>"$work/run.log"
+"$PY" "$WORKER" --batch 10 --wait 0.1 --max-idle 1 >"$work/run.json" 2>"$work/run.log"
 check "failure inside a claimed run: the next message waited for the failed one's last attempt" \
   "SELECT l.applied_at > d.dead_lettered_at AND d.attempts = 3 FROM inbox_demo_ledger l, whizbang.wh_dead_letters d
     WHERE l.message_id = 'f0000000-0000-7000-8000-000000000402' AND d.message_id = 'f0000000-0000-7000-8000-000000000401'"
@@ -144,15 +144,17 @@ check_eq "failure inside a claimed run: the follower was given back with each re
 out3=$("$PY" "$WORKER" --produce 40 --streams 4 --tag t1)
 check_eq "produce again after processing: nothing stored" "stored 0 new of 40 messages (40 duplicates)" "$out3"
 
-# 6. SIGINT while idle: the worker stops at once with its summary.
-"$PY" "$WORKER" --poll 0.2 >"$work/idle.json" 2>"$work/idle.log" &
+# 6. SIGINT while idle: the worker, waiting in claim_work (its default p_wait of 10 s), stops at
+#    once with its summary: the waiting claim is canceled.
+"$PY" "$WORKER" >"$work/idle.json" 2>"$work/idle.log" &
 pids=($!)
 sleep 1
 kill -INT "${pids[0]}"
-status=0
+status=0 started=$(date +%s%N)
 wait "${pids[0]}" || status=$?
 pids=()
 check_eq "idle worker: SIGINT stops it with exit 0" 0 "$status"
+check_eq "idle worker: SIGINT ends its waiting claim at once (under 2 s)" 1 "$(( ($(date +%s%N) - started) < 2000000000 ))"
 check_eq "idle worker: it printed its summary" 1 "$(grep -c '"completed": 0' "$work/idle.json" || true)"
 
 # 7. SIGINT while busy: three slow messages of one stream in one batch. The worker finishes the
@@ -163,7 +165,7 @@ SELECT count(*) FROM whizbang.store_inbox_messages((SELECT jsonb_agg(jsonb_build
     'HandlerName', 'ledger.post', 'MessageType', 'LedgerEntryRequested',
     'Envelope', jsonb_build_object('account', 'acct-slow', 'seq', 300 + i, 'amount', 1, 'sleep', 0.8)) ORDER BY i)
   FROM generate_series(1, 3) i))" >/dev/null
-"$PY" "$WORKER" --batch 10 --lease 30 --poll 0.2 >"$work/busy.json" 2>"$work/busy.log" &
+"$PY" "$WORKER" --batch 10 --lease 30 --wait 0.2 >"$work/busy.json" 2>"$work/busy.log" &
 pids=($!)
 for _ in $(seq 50); do grep -q "instance" "$work/busy.log" 2>/dev/null && break; sleep 0.1; done
 sleep 0.4   # inside the first message's handler
@@ -179,7 +181,7 @@ check "busy worker: the rest of its batch is released, attempt refunded" \
      FROM whizbang.wh_inbox_work w
      LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
     WHERE w.stream_id = 'f0000000-0000-7000-8000-0000000003ff'"
-"$PY" "$WORKER" --poll 0.1 --max-idle 1 >"$work/rest.json" 2>"$work/rest.log"
+"$PY" "$WORKER" --wait 0.1 --max-idle 1 >"$work/rest.json" 2>"$work/rest.log"
 check "a second run applied the released messages, in order" \
   "SELECT array_agg(seq ORDER BY entry_id) = '{301,302,303}' FROM inbox_demo_ledger WHERE account = 'acct-slow'"
 

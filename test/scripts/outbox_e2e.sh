@@ -138,10 +138,10 @@ check_eq "an id repeated inside one batch: true, then false; one row" "true,fals
 # ----------------------------------------------------------------------------------------
 # b. Two relays side by side: complete_work with tokens, and complete_outbox_published.
 # ----------------------------------------------------------------------------------------
-"$PY" "$RELAY" "${TRANSPORT[@]}" --batch 3 --max-per-stream 2 --slow-publish 0.1 --poll 0.1 --max-idle 1.5 \
+"$PY" "$RELAY" "${TRANSPORT[@]}" --batch 3 --max-per-stream 2 --slow-publish 0.1 --wait 0.1 --max-idle 1.5 \
   >"$work/relay-a.json" 2>"$work/relay-a.log" &
 pids+=($!)
-"$PY" "$RELAY" "${TRANSPORT[@]}" --complete published --batch 3 --max-per-stream 2 --slow-publish 0.1 --poll 0.1 \
+"$PY" "$RELAY" "${TRANSPORT[@]}" --complete published --batch 3 --max-per-stream 2 --slow-publish 0.1 --wait 0.1 \
   --max-idle 1.5 \
   >"$work/relay-b.json" 2>"$work/relay-b.log" &
 pids+=($!)
@@ -172,7 +172,7 @@ check_eq "produce one order for the crash case" '{"created": 1, "existing": 0, "
 crash_id=$(q "SELECT message_id FROM whizbang.wh_outbox")
 crash_order=$(q "SELECT event_data->>'order_id' FROM whizbang.wh_outbox")
 status=0
-"$PY" "$RELAY" "${TRANSPORT[@]}" --lease 4 --crash-after-publish --poll 0.1 --max-idle 2 \
+"$PY" "$RELAY" "${TRANSPORT[@]}" --lease 4 --crash-after-publish --wait 0.1 --max-idle 2 \
   >"$work/crash.json" 2>"$work/crash.log" || status=$?
 check_eq "the crashing relay died with status 1 after its publish" "1 1" \
   "$status $(grep -c 'crash-after-publish: exiting' "$work/crash.log" || true)"
@@ -196,7 +196,7 @@ if ! wait_for 15 "SELECT NOT EXISTS (SELECT FROM whizbang.leases
                                        WHERE source = 'outbox' AND message_id = '$crash_id' AND lease_expiry > now())"; then
   echo "FAIL the crashed relay's lease did not expire within 15 s"; FAILED=$((FAILED + 1))
 fi
-"$PY" "$RELAY" "${TRANSPORT[@]}" --poll 0.1 --max-idle 1 >"$work/recover.json" 2>"$work/recover.log"
+"$PY" "$RELAY" "${TRANSPORT[@]}" --wait 0.1 --max-idle 1 >"$work/recover.json" 2>"$work/recover.log"
 check_eq "the next relay published it again, the receiver answered duplicate, and it completed" \
   "claimed=1 published=1 outcomes.duplicate=1 outcomes.new=0 completed=1" \
   "$(summary "$work/recover.json" claimed published outcomes.duplicate outcomes.new completed)"
@@ -225,7 +225,7 @@ check_eq "no dedup table: an id published and deleted can be stored again (was_n
 out=$("$PY" "$RELAY" --produce 1 --customers 1 --tag t3 2>/dev/null)
 fence_id=$(q "SELECT message_id FROM whizbang.wh_outbox")
 fence_order=$(q "SELECT event_data->>'order_id' FROM whizbang.wh_outbox")
-"$PY" "$RELAY" "${TRANSPORT[@]}" --lease 1 --slow-publish 4 --poll 0.1 --max-idle 0.5 \
+"$PY" "$RELAY" "${TRANSPORT[@]}" --lease 1 --slow-publish 4 --wait 0.1 --max-idle 0.5 \
   >"$work/fence-a.json" 2>"$work/fence-a.log" &
 pids+=($!)
 if ! wait_for 10 "SELECT EXISTS (SELECT 1 FROM outbox_demo_effects_deliveries WHERE message_id = '$fence_id')
@@ -233,7 +233,7 @@ if ! wait_for 10 "SELECT EXISTS (SELECT 1 FROM outbox_demo_effects_deliveries WH
                                       WHERE source = 'outbox' AND message_id = '$fence_id' AND lease_expiry > now())"; then
   echo "FAIL relay A did not publish, or its lease did not run out"; FAILED=$((FAILED + 1))
 fi
-"$PY" "$RELAY" "${TRANSPORT[@]}" --lease 30 --slow-publish 4 --poll 0.1 --max-idle 0.5 \
+"$PY" "$RELAY" "${TRANSPORT[@]}" --lease 30 --slow-publish 4 --wait 0.1 --max-idle 0.5 \
   >"$work/fence-b.json" 2>"$work/fence-b.log" &
 pids+=($!)
 status=0
@@ -266,7 +266,7 @@ SELECT count(*) FROM whizbang.store_outbox_messages(jsonb_build_array(
                      'Envelope', '{"order_id": "eeeeeeee-0000-4000-8000-000000000001", "seq": 1}'::jsonb)));
 COMMIT;
 SQL
-"$PY" "$RELAY" "${TRANSPORT[@]}" --reject-destination nowhere --batch 10 --poll 0.1 --max-idle 1 \
+"$PY" "$RELAY" "${TRANSPORT[@]}" --reject-destination nowhere --batch 10 --wait 0.1 --max-idle 1 \
   >"$work/reject.json" 2>"$work/reject.log"
 # Each retry gives the follower back with it (fail_work ends the rest of the relay's run in the
 # stream, DESIGN §3.4), so the relay's own release of the follower finds nothing left to release.
@@ -364,7 +364,7 @@ check "the probes are gone (and the rolled-back ones were never there)" \
 
 # A LISTENing relay with a 30-second poll: only the NOTIFY can wake it within 1 s. It completes
 # with complete_outbox_published (the seed's contract, no fencing).
-"$PY" "$RELAY" "${TRANSPORT[@]}" --listen --poll 30 --complete published >"$work/listen.json" 2>"$work/listen.log" &
+"$PY" "$RELAY" "${TRANSPORT[@]}" --listen --wait 30 --complete published >"$work/listen.json" 2>"$work/listen.log" &
 pids=($!)
 for _ in $(seq 100); do grep -q "instance" "$work/listen.log" 2>/dev/null && break; sleep 0.1; done
 sleep 1  # its first claim found nothing; it waits now

@@ -8,7 +8,7 @@
 #      once, and the pool never had more than 3 server connections.
 #   b. LISTEN/NOTIFY does NOT go through transaction pooling: a LISTEN through pgbouncer hears
 #      nothing of a NOTIFY whizbang_outbox that a direct LISTEN receives, and a relay that LISTENs
-#      through the pooler (--listen, 30 s poll) is not woken by a new order.
+#      through the pooler (--listen, 30 s wait) is not woken by a new order.
 #   c. examples/outbox_relay.py in polling mode: the application's orders and outbox rows stored
 #      through the pooler, two polling relays publish every one exactly once (the receiver's inbox
 #      on its own pooled connection), in stream order.
@@ -136,12 +136,14 @@ sample_pool "$work/pool-inbox.out" &
 sampler=$!
 pids=("$sampler")
 for w in 1 2 3 4; do
-  "${POOLED[@]}" "$PY" "$WORKER" --batch 5 --max-per-stream 3 --lease 3 --poll 0.1 --max-idle 2 \
+  "${POOLED[@]}" "$PY" "$WORKER" --batch 5 --max-per-stream 3 --lease 3 --wait 0.1 --max-idle 2 \
     >"$work/worker-$w.json" 2>"$work/worker-$w.log" &
   pids+=($!)
 done
 # The workers are polling before the work arrives, so that they all get a share of it (with the
 # shared-memory lease store a single worker could drain 200 messages before the others start).
+# Their claims wait 0.1 s (p_wait): a waiting claim holds its server connection while it waits,
+# and 4 workers share a pool of 3 with the producer.
 sleep 0.5
 check_eq "inbox: produce 200 messages through pgbouncer" "stored 200 new of 200 messages (0 duplicates)" \
   "$(pooled "$PY" "$WORKER" --produce 200 --streams 8 --tag pool 2>&1)"
@@ -218,7 +220,7 @@ echo "info LISTEN through the pooler, notifications seen after one more statemen
 # A relay that LISTENs through the pooler, with a 30 s poll, is not woken by a new order.
 RELAY=examples/outbox_relay.py
 TRANSPORT=(--transport-table outbox_demo_effects)
-"${POOLED[@]}" "$PY" "$RELAY" "${TRANSPORT[@]}" --listen --poll 30 >"$work/relay-listen.json" 2>"$work/relay-listen.log" &
+"${POOLED[@]}" "$PY" "$RELAY" "${TRANSPORT[@]}" --listen --wait 30 >"$work/relay-listen.json" 2>"$work/relay-listen.log" &
 pids=($!)
 for _ in $(seq 100); do grep -q "instance" "$work/relay-listen.log" 2>/dev/null && break; sleep 0.1; done
 sleep 0.5  # its first claim found nothing; it waits now
@@ -241,7 +243,7 @@ check "LISTEN: the order's outbox message waits in wh_outbox" "SELECT count(*) =
 check_eq "outbox: 30 orders and their outbox rows through pgbouncer" '{"created": 30, "existing": 0, "rolled_back": 0}' \
   "$(pooled "$PY" "$RELAY" --produce 30 --customers 3 --tag pool 2>&1)"
 for r in 1 2; do
-  "${POOLED[@]}" "$PY" "$RELAY" "${TRANSPORT[@]}" --batch 4 --max-per-stream 2 --poll 0.1 --max-idle 2 \
+  "${POOLED[@]}" "$PY" "$RELAY" "${TRANSPORT[@]}" --batch 4 --max-per-stream 2 --wait 0.1 --max-idle 2 \
     >"$work/relay-$r.json" 2>"$work/relay-$r.log" &
   pids+=($!)
 done
