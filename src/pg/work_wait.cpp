@@ -17,7 +17,7 @@ namespace {
 
 // With the preload a waiter is woken by commits and knows when rows fall due; it still looks
 // again this often, for work that reached the tables without a wake-up (COMMIT PREPARED).
-constexpr int64_t kRecheckUs = 5 * USECS_PER_SEC;
+constexpr int64_t kRecheckUs = 30 * USECS_PER_SEC;
 // Without the preload nobody wakes a waiter: it polls, first soon, then every 100 ms.
 constexpr long kFirstPollMs = 5, kMaxPollMs = 100;
 // A wait ends this long before statement_timeout would cancel the statement.
@@ -53,19 +53,14 @@ struct Registration {
 void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std::function<int(int64_t elapsed_us)>& try_claim,
                      const std::function<bool()>& wrote, const NextDue& next_due) {
     const TimestampTz start = GetCurrentTimestamp();
-    // The first look costs what a claim without p_wait costs: a busy queue never waits.
-    if (try_claim(0) > 0 || wrote()) return;
-    if (wait_us <= 0) return;
     const TimestampTz deadline = deadline_of(start, wait_us);
     const bool woken_by_commits = waiters::available();
-    // Registered before the next look, so that a commit between that look and the sleep wakes it.
+    // Registered before the first look, so that a commit between that look and the sleep wakes it.
     Registration registration(woken_by_commits ? &filter : nullptr);
     long poll_ms = kFirstPollMs;
-    // A polling wait sleeps first: it has just looked.
-    bool look = woken_by_commits;
-    for (TimestampTz now = GetCurrentTimestamp();; look = true) {
+    for (TimestampTz now = start;;) {
         waiters::rearm();
-        if (look && (try_claim(now - start) > 0 || wrote())) return;
+        if (try_claim(now - start) > 0 || wrote()) return;
         now = GetCurrentTimestamp();
         if (now >= deadline) return;
         TimestampTz wake_at = deadline;
@@ -78,13 +73,21 @@ void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std:
             wake_at = std::min(wake_at, add_saturated(now, poll_ms * 1000));
             poll_ms = std::min(poll_ms * 2, kMaxPollMs);
         }
-        const long ms = static_cast<long>((wake_at - now + 999) / 1000);
-        pg_call([ms] {
-            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
-            ResetLatch(MyLatch);
-            CHECK_FOR_INTERRUPTS();
-        });
-        now = GetCurrentTimestamp();
+        // Sleeps until woken for work or its time; a latch set for anything else (a cache
+        // invalidation catch-up, a reminder of a later time) does not cost a look.
+        for (;;) {
+            const long ms = static_cast<long>((wake_at - now + 999) / 1000);
+            pg_call([ms] {
+                (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+                ResetLatch(MyLatch);
+                CHECK_FOR_INTERRUPTS();
+            });
+            now = GetCurrentTimestamp();
+            if (!woken_by_commits || now >= wake_at) break;
+            const TimestampTz told = waiters::woken_or_wake_at();
+            if (told <= now) break;
+            wake_at = std::min(wake_at, told);
+        }
     }
 }
 

@@ -274,6 +274,17 @@ void sleeping_until(TimestampTz wake_at) {
     });
 }
 
+TimestampTz woken_or_wake_at() {
+    Slot* s = my_slot();
+    if (!s || !registered) return 0;
+    return pg_call([&] {
+        LWLockAcquire(lock, LW_SHARED);
+        const TimestampTz at = s->woken ? 0 : s->wake_at;
+        LWLockRelease(lock);
+        return at;
+    });
+}
+
 void leave() { leave_slot(); }
 
 }  // namespace waiters

@@ -367,6 +367,15 @@ SELECT * FROM whizbang.store_inbox_messages('[
 SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'd$P');
 DELETE FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'd$P';
 SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'd$P');
+
+-- a claim that waits (0.7.0): nothing due, so it looks for when something falls due (a
+-- scheduled row, a scheduled stream head, a lease lapsing) and sleeps until the time is up
+SELECT * FROM whizbang.store_inbox_messages('[
+  {"MessageId": "${P}7000000-0000-7000-8000-000000000001", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "StreamId": "${P}7100000-0000-7000-8000-000000000001", "ScheduledFor": "2999-01-01T00:00:00Z"},
+  {"MessageId": "${P}7000000-0000-7000-8000-000000000002", "HandlerName": "h", "MessageType": "t", "Envelope": {},
+   "ScheduledFor": "2999-01-01T00:00:00Z"}]', p_consumer => 'w$P');
+SELECT message_id FROM whizbang.claim_work('$G', NULL, p_consumer => 'w$P', p_wait => '300 milliseconds');
 BEGIN;
 TRUNCATE whizbang.wh_inbox_work;
 TRUNCATE whizbang.wh_outbox_work;
