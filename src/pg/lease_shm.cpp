@@ -555,6 +555,8 @@ TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t
     require_active();
     return pg_call([&] {
         TimestampTz earliest = PG_INT64_MAX;
+        // A scan visits every bucket of the table, however few entries it holds.
+        if (hash_get_num_entries(table) == 0) return earliest;
         for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_SHARED);
         HASH_SEQ_STATUS scan;
         hash_seq_init(&scan, table);

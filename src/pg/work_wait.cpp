@@ -63,19 +63,32 @@ void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std:
         if (try_claim(now - start) > 0 || wrote()) return;
         now = GetCurrentTimestamp();
         if (now >= deadline) return;
+        bool deadline_only = true;  // nothing but the deadline ends this sleep
         TimestampTz wake_at = deadline;
         if (woken_by_commits) {
             const int64_t due_us = next_due(now - start);
             if (due_us != core::kNever) wake_at = std::min(wake_at, std::max(add_saturated(start, due_us), now + 1000));
             wake_at = std::min(wake_at, add_saturated(now, kRecheckUs));
+            deadline_only = wake_at == deadline;
             waiters::sleeping_until(wake_at);
         } else {
             wake_at = std::min(wake_at, add_saturated(now, poll_ms * 1000));
             poll_ms = std::min(poll_ms * 2, kMaxPollMs);
         }
-        // Sleeps until woken for work or its time; a latch set for anything else (a cache
-        // invalidation catch-up, a reminder of a later time) does not cost a look.
+        // Sleeps until woken for work or its time. The woken mark is read before each sleep, not
+        // only the latch: a lock wait inside the look may have reset the latch a wake-up set. A
+        // latch set for anything else (a cache-invalidation catch-up, a reminder of a later
+        // time) does not cost a look.
         for (;;) {
+            if (woken_by_commits) {
+                const TimestampTz told = waiters::woken_or_wake_at();
+                if (told <= now) {
+                    deadline_only = false;
+                    break;
+                }
+                if (told < wake_at) deadline_only = false;
+                wake_at = std::min(wake_at, told);
+            }
             const long ms = static_cast<long>((wake_at - now + 999) / 1000);
             pg_call([ms] {
                 (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
@@ -84,10 +97,10 @@ void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std:
             });
             now = GetCurrentTimestamp();
             if (!woken_by_commits || now >= wake_at) break;
-            const TimestampTz told = waiters::woken_or_wake_at();
-            if (told <= now) break;
-            wake_at = std::min(wake_at, told);
         }
+        // Not woken, nothing fell due: the time is up without another look (a commit would have
+        // woken it; the caller's next call looks first anyway).
+        if (woken_by_commits && deadline_only && now >= deadline && waiters::woken_or_wake_at() != 0) return;
     }
 }
 

@@ -30,6 +30,7 @@ constexpr const char* kTranche = "whizbang_wait";
 struct Slot {
     bool waiting;
     bool woken;  // woken for work, not back from its retry yet
+    core::WorkSignal woken_for;  // the work it was woken for (the first, if several)
     Oid database;
     uint64 ticket;
     TimestampTz wake_at;  // when it wakes by itself at the latest
@@ -93,8 +94,9 @@ struct Noted {
 std::vector<Noted> noted;
 
 // Plans outside the lock, from a copy of the slots (planning allocates); the lock is held to
-// copy and to apply, and a slot whose waiter changed meanwhile is left alone.
-void wake(const std::vector<Noted>& signals) {
+// copy and to apply, and a slot whose waiter changed meanwhile is left alone. `counted`: a
+// commit's wake-ups count in claim_wakeups, one passed on by a leaving waiter does not.
+void wake(const std::vector<Noted>& signals, bool counted = true) {
     std::vector<int> index;
     std::vector<core::WaiterView> views;
     index.reserve(shared->nslots);
@@ -109,9 +111,13 @@ void wake(const std::vector<Noted>& signals) {
     LWLockRelease(lock);
     if (views.empty()) return;
     const std::vector<core::WaiterView> before = views;
+    std::vector<const core::WorkSignal*> cause(views.size(), nullptr);
     for (const Noted& n : signals) {
         const core::WakePlan plan = core::plan_wakeups(views, n.signal);
-        for (std::size_t v : plan.wake) views[v].woken = true;
+        for (std::size_t v : plan.wake) {
+            views[v].woken = true;
+            cause[v] = &n.signal;
+        }
         if (plan.remind >= 0) views[plan.remind].wake_at = n.signal.next_due;
     }
     uint64 woken = 0;
@@ -122,13 +128,14 @@ void wake(const std::vector<Noted>& signals) {
         if ((!wake_now && !remind) || !s.waiting || s.ticket != views[v].ticket) continue;
         if (wake_now) {
             s.woken = true;
+            s.woken_for = *cause[v];
             ++woken;
         }
         if (remind) s.wake_at = std::min(s.wake_at, views[v].wake_at);
         SetLatch(&ProcGlobal->allProcs[index[v]].procLatch);
     }
     LWLockRelease(lock);
-    if (woken) pg_atomic_fetch_add_u64(&shared->wakeups, woken);
+    if (woken && counted) pg_atomic_fetch_add_u64(&shared->wakeups, woken);
 }
 
 // Merged per source and consumer: one pass over the waiters per committing transaction.
@@ -144,16 +151,30 @@ void wake_noted() {
     wake(merged);
 }
 
-// A waiter that errors out (a cancel, a statement timeout) leaves its slot.
+// Leaves the slot: at the end of a wait, or when the waiting call errors out (a cancel). A
+// waiter woken for work it has not looked for since (woken during its last look, which handed
+// out other rows or failed) passes the wake-up on to another waiter that can use that work:
+// otherwise the work would wait, with matching waiters asleep, until someone looks anyway.
 void leave_slot() {
     Slot* s = my_slot();
     if (!registered || !s) return;
     LWLockAcquire(lock, LW_EXCLUSIVE);
+    const bool woken = s->woken;
+    const core::WorkSignal woken_for = s->woken_for;
     s->waiting = false;
     s->woken = false;
     LWLockRelease(lock);
     pg_atomic_fetch_sub_u32(&shared->waiting, 1);
     registered = false;
+    if (!woken || pg_atomic_read_u32(&shared->waiting) == 0) return;
+    try {
+        Noted pass{woken_for.inbox ? Source::inbox : Source::outbox, woken_for.consumer_hash, 0, woken_for};
+        pass.signal.rows_now = 1;
+        pass.signal.next_due = core::kNever;
+        wake({pass}, false);  // counted when the commit woke the first waiter
+    } catch (...) {
+        // Nobody woken: the others look again by their own deadline.
+    }
 }
 
 void on_xact(XactEvent event, void*) {
