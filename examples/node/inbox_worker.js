@@ -2,12 +2,16 @@
 // An inbox worker for whizbang in Node.js with node-postgres (npm "pg"): claim work, apply its
 // effect exactly once, retry, dead-letter. The same worker as examples/inbox_worker.py.
 //
-//   node inbox_worker.js [--consumer NAME] [--batch 10] [--lease 30] [--max-idle S] [--bigint]
+//   node inbox_worker.js [--consumer NAME] [--batch 10] [--lease 30] [--wait 10] [--max-idle S] [--bigint]
 //   node inbox_worker.js --produce N [--streams 3] [--tag demo] [--consumer NAME]
 //
 // Worker mode loops:
-//   1. claim_work(instance, 'inbox', batch, lease) on its own (autocommit), so the leases are
-//      visible to the other workers at once;
+//   1. claim_work(instance, 'inbox', batch, lease, p_wait => --wait seconds; --poll is its old
+//      name) on its own (autocommit), so the leases are visible to the other workers at once.
+//      When nothing is claimable the call waits in the server and returns as soon as a
+//      transaction that stored work for the consumer commits (no client-side sleep loop; one
+//      statement, so it works through pgbouncer in transaction mode too), or with no rows when
+//      the wait is up. With --max-idle the wait is cut to the idle time left;
 //   2. for each claimed message, in the order claim_work returned them (oldest first per stream),
 //      one transaction runs the handler (the business effect: a row in inbox_demo_ledger) and
 //      complete_work with the message's lease token, and commits only when complete_work answers
@@ -21,6 +25,11 @@
 //      loop (CPU work) blocks the renewals too: move such work to a worker thread.
 // It stops on SIGINT or SIGTERM (after the current message, releasing the rest of the batch) or
 // after --max-idle seconds in which claims found no work, and prints one JSON line of counts.
+// A claim waiting in the server when the signal comes is canceled, so the worker stops at once:
+// a short second connection runs pg_cancel_backend(client.processID), and the claim ends with
+// 57014 (query_canceled), holding nothing. Only a claim is canceled, never a handler's
+// transaction. Through a pooler processID is the pooler's key, not a server pid: the worker
+// sees that at connect (pg_backend_pid() differs), cancels nothing, and stops when the wait ends.
 //
 // Produce mode stores N demo messages over --streams streams with store_inbox_messages, in one
 // call. Ids derive from --tag (UUIDv5), so running the same command again is a redelivery.
@@ -49,7 +58,8 @@ const MAX_ERROR_CHARS = 2000;
 const CLAIM_SQL = `
   SELECT message_id, stream_id, handler_name, message_type, envelope, attempts, lease_token, consumer
     FROM whizbang.claim_work(p_instance_id => $1, p_source => 'inbox', p_max_rows => $2,
-                             p_lease_seconds => $3, p_max_per_stream => $4, p_consumer => $5)`;
+                             p_lease_seconds => $3, p_max_per_stream => $4, p_consumer => $5,
+                             p_wait => make_interval(secs => $6))`;
 const COMPLETE_SQL = `
   SELECT outcome FROM whizbang.complete_work('inbox', $1::uuid[], $2::bigint[], $3)`;
 const FAIL_SQL = `
@@ -74,6 +84,9 @@ const DEMO_TABLE_SQL = `
       worker     text        NOT NULL,
       applied_at timestamptz NOT NULL DEFAULT clock_timestamp()
   )`;
+
+const CANCEL_SQL = 'SELECT pg_cancel_backend($1)';
+const QUERY_CANCELED = '57014';
 
 const log = (...parts) => console.error(new Date().toISOString().slice(11, 19), ...parts);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -177,15 +190,58 @@ class Worker {
     this.instance = opts.instance || crypto.randomUUID();
     this.name = 'worker-' + this.instance.slice(0, 8);
     this.stopping = false;
+    this.claiming = false;   // a claim is in flight (the only statement a stop cancels)
+    this.cancelable = false; // client.processID is the server backend's pid (no pooler between)
+    this.canceling = null;   // the running cancelClaim(), if any
     this.counts = { claimed: 0, completed: 0, retry_scheduled: 0, dead_lettered: 0, lease_lost: 0,
                     not_found: 0, released: 0 };
   }
 
-  async claim() {
-    // A statement outside BEGIN commits on its own: the leases are visible to everyone at once.
-    const res = await this.client.query(CLAIM_SQL, [this.instance, this.opts.batch, this.opts.lease,
-                                                    this.opts.maxPerStream, this.opts.consumer]);
-    return res.rows;
+  // Claims a batch, waiting in the server up to `wait` seconds for work; [] when stopped.
+  async claim(wait) {
+    if (this.stopping) return [];
+    this.claiming = true; // from here on a stop request cancels the claim (requestStop)
+    try {
+      // A statement outside BEGIN commits on its own: the leases are visible to everyone at once.
+      const res = await this.client.query(CLAIM_SQL, [this.instance, this.opts.batch, this.opts.lease,
+                                                      this.opts.maxPerStream, this.opts.consumer, wait]);
+      return res.rows;
+    } catch (e) {
+      if (e.code === QUERY_CANCELED && this.stopping) return []; // canceled by the stop: it holds nothing
+      throw e;
+    } finally {
+      this.claiming = false;
+      // A pg_cancel_backend already sent must be done before this connection runs anything else:
+      // it then reaches the backend idle, where a cancel is ignored, never the handler's statements.
+      await this.canceling;
+    }
+  }
+
+  requestStop(signal) {
+    log(this.name, `got ${signal}: stopping after the current message`);
+    this.stopping = true;
+    if (this.claiming && this.cancelable && !this.canceling) {
+      this.canceling = this.cancelClaim().finally(() => { this.canceling = null; });
+    }
+  }
+
+  // Cancels the waiting claim from a short second connection, again every 100 ms until the claim
+  // has ended: a cancel that comes before the claim reached the server finds the backend idle
+  // and does nothing.
+  async cancelClaim() {
+    let canceler = null;
+    try {
+      while (this.claiming) {
+        if (!canceler) canceler = await connect();
+        if (!this.claiming) break;
+        await canceler.query(CANCEL_SQL, [this.client.processID]);
+        if (this.claiming) await sleep(100);
+      }
+    } catch (e) {
+      log(this.name, 'could not cancel the waiting claim:', e.message); // it then ends with its wait
+    } finally {
+      if (canceler) await canceler.end().catch(() => {});
+    }
   }
 
   // Runs the handler and complete_work in one transaction; returns the outcome word.
@@ -245,25 +301,31 @@ class Worker {
 
   async run() {
     this.client = await connect();
+    // processID is the pid of the server backend only on a direct connection; through a pooler
+    // it is the pooler's key, and pg_cancel_backend must not be given it.
+    const { rows: [{ pid }] } = await this.client.query('SELECT pg_backend_pid() AS pid');
+    this.cancelable = pid === this.client.processID;
+    if (!this.cancelable) log(this.name, 'behind a pooler: a stop waits for the claim\'s wait to end');
     await ensureDemoTable(this.client);
-    const stop = (signal) => { log(this.name, `got ${signal}: stopping after the current message`); this.stopping = true; };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
+    process.on('SIGINT', (signal) => this.requestStop(signal));
+    process.on('SIGTERM', (signal) => this.requestStop(signal));
     this.keeper = new LeaseKeeper(this.opts.lease);
     log(this.name, 'instance', this.instance, `consumer ${JSON.stringify(this.opts.consumer)}`,
         `int8 as ${this.opts.bigint ? 'BigInt' : 'string'}`);
     let idleSince = Date.now();
     try {
       while (!this.stopping) {
-        const batch = await this.claim();
-        if (batch.length === 0) {
-          if (this.opts.maxIdle !== null && Date.now() - idleSince >= this.opts.maxIdle * 1000) {
+        let wait = this.opts.wait;
+        if (this.opts.maxIdle !== null) {
+          const idle = (Date.now() - idleSince) / 1000;
+          if (idle >= this.opts.maxIdle) {
             log(this.name, `no work for ${this.opts.maxIdle}s: stopping`);
             break;
           }
-          await sleep(this.opts.poll * 1000);
-          continue;
+          wait = Math.min(wait, this.opts.maxIdle - idle);
         }
+        const batch = await this.claim(wait);
+        if (batch.length === 0) continue;
         this.counts.claimed += batch.length;
         this.keeper.hold(batch);
         await this.processBatch(batch);
@@ -322,9 +384,10 @@ async function produce(opts) {
 // Command line
 // ---------------------------------------------------------------------------------------------
 function parseArgs(argv) {
-  const opts = { consumer: '', instance: null, batch: 10, lease: 30, maxPerStream: 100, poll: 1, maxIdle: null,
+  const opts = { consumer: '', instance: null, batch: 10, lease: 30, maxPerStream: 100, wait: 10, maxIdle: null,
                  produce: null, streams: 3, tag: 'demo', bigint: false };
-  const numeric = { '--batch': 'batch', '--lease': 'lease', '--max-per-stream': 'maxPerStream', '--poll': 'poll',
+  const numeric = { '--batch': 'batch', '--lease': 'lease', '--max-per-stream': 'maxPerStream',
+                    '--wait': 'wait', '--poll': 'wait' /* its old name */,
                     '--max-idle': 'maxIdle', '--produce': 'produce', '--streams': 'streams' };
   const text = { '--consumer': 'consumer', '--instance': 'instance', '--tag': 'tag' };
   for (let i = 0; i < argv.length; i++) {
@@ -340,14 +403,16 @@ function parseArgs(argv) {
     } else usage(2, `unknown argument ${JSON.stringify(a)}`);
   }
   if (opts.produce !== null && (opts.produce < 0 || opts.streams < 1)) usage(2, '--produce must be >= 0 and --streams >= 1');
-  if (opts.batch < 1 || opts.lease < 1 || opts.maxPerStream < 1) usage(2, '--batch, --lease and --max-per-stream must be at least 1');
+  if (opts.batch < 1 || opts.lease < 1 || opts.maxPerStream < 1 || opts.wait < 0) {
+    usage(2, '--batch, --lease and --max-per-stream must be at least 1, --wait at least 0');
+  }
   return opts;
 }
 
 function usage(code, message) {
   if (message) console.error(`inbox_worker.js: ${message}`);
   console.error('usage: node inbox_worker.js [--consumer NAME] [--instance UUID] [--batch N] [--lease S]\n' +
-                '                           [--max-per-stream N] [--poll S] [--max-idle S] [--bigint]\n' +
+                '                           [--max-per-stream N] [--wait S] [--max-idle S] [--bigint]\n' +
                 '       node inbox_worker.js --produce N [--streams K] [--tag T] [--consumer NAME]');
   process.exit(code);
 }
