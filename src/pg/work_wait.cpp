@@ -60,13 +60,16 @@ void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std:
     long poll_ms = kFirstPollMs;
     for (TimestampTz now = start;;) {
         waiters::rearm();
-        if (try_claim(now - start) > 0 || wrote()) return;
+        const int64_t look_us = now - start;
+        if (try_claim(look_us) > 0 || wrote()) return;
         now = GetCurrentTimestamp();
         if (now >= deadline) return;
         bool deadline_only = true;  // nothing but the deadline ends this sleep
         TimestampTz wake_at = deadline;
         if (woken_by_commits) {
-            const int64_t due_us = next_due(now - start);
+            // What falls due after the look's time, not after now: a row that fell due between
+            // the two was not handed out and must not be taken for one due already.
+            const int64_t due_us = next_due(look_us);
             if (due_us != core::kNever) wake_at = std::min(wake_at, std::max(add_saturated(start, due_us), now + 1000));
             wake_at = std::min(wake_at, add_saturated(now, kRecheckUs));
             deadline_only = wake_at == deadline;
