@@ -205,12 +205,9 @@ inline long copy_in(PGconn* c, const std::string& sql, const std::string& rows) 
     return n;
 }
 
-// CPU time a local process has used, in seconds (schedstat: ns on CPU; else stat: ticks);
-// negative when it cannot be read (server on another machine).
-inline double process_cpu_seconds(int pid) {
-    std::ifstream ss("/proc/" + std::to_string(pid) + "/schedstat");
-    unsigned long long ns = 0;
-    if (ss >> ns) return ns / 1e9;
+// utime + stime of a local process in clock ticks (/proc/<pid>/stat fields 14 and 15); -1 if
+// unreadable (server on another machine).
+inline long proc_stat_ticks(int pid) {
     std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!std::getline(st, line)) return -1;
@@ -218,12 +215,22 @@ inline double process_cpu_seconds(int pid) {
     if (close == std::string::npos) return -1;
     std::istringstream in(line.substr(close + 2));
     std::string field;
-    unsigned long long ut = 0, stt = 0;
+    long ut = -1, stt = -1;
     for (int i = 3; i <= 15 && in >> field; ++i) {
-        if (i == 14) ut = std::stoull(field);
-        if (i == 15) stt = std::stoull(field);
+        if (i == 14) ut = std::stol(field);
+        if (i == 15) stt = std::stol(field);
     }
-    return static_cast<double>(ut + stt) / sysconf(_SC_CLK_TCK);
+    return ut < 0 || stt < 0 ? -1 : ut + stt;
+}
+
+// CPU time a local process has used, in seconds (schedstat: ns on CPU; else stat: ticks);
+// negative when it cannot be read (server on another machine).
+inline double process_cpu_seconds(int pid) {
+    std::ifstream ss("/proc/" + std::to_string(pid) + "/schedstat");
+    unsigned long long ns = 0;
+    if (ss >> ns) return ns / 1e9;
+    const long ticks = proc_stat_ticks(pid);
+    return ticks < 0 ? -1 : static_cast<double>(ticks) / sysconf(_SC_CLK_TCK);
 }
 
 inline double backends_cpu_seconds(const std::vector<int>& pids) {

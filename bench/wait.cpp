@@ -133,24 +133,6 @@ void sleep_ms(double ms) {
     if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
 }
 
-// utime + stime of a local process in clock ticks (/proc/<pid>/stat fields 14 and 15); -1 if
-// unreadable.
-long proc_stat_ticks(int pid) {
-    std::ifstream st("/proc/" + std::to_string(pid) + "/stat");
-    std::string line;
-    if (!std::getline(st, line)) return -1;
-    auto close = line.rfind(')');
-    if (close == std::string::npos) return -1;
-    std::istringstream in(line.substr(close + 2));
-    std::string field;
-    long ut = -1, stt = -1;
-    for (int i = 3; i <= 15 && in >> field; ++i) {
-        if (i == 14) ut = std::stol(field);
-        if (i == 15) stt = std::stol(field);
-    }
-    return ut < 0 || stt < 0 ? -1 : ut + stt;
-}
-
 long ticks_of(const std::vector<int>& pids) {
     long sum = 0;
     for (int p : pids) {
