@@ -27,24 +27,8 @@ LANGUAGE sql AS $$
                               'Envelope', jsonb_build_object('n', p_n)) || p_extra
 $$;
 
--- pg_temp.writes() and pg_temp.attempt(sql).
+-- pg_temp.writes(), pg_temp.attempt(sql) and pg_temp.fails(sql, state, pattern, description).
 \ir lib/writes.sql
-
--- One test: the call raises p_state with a message LIKE p_pattern, having written nothing.
-CREATE FUNCTION pg_temp.fails(p_sql text, p_state text, p_pattern text, p_description text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
-BEGIN
-    SELECT * INTO r FROM pg_temp.attempt(p_sql);
-    IF r.state IS NOT DISTINCT FROM p_state AND r.message LIKE p_pattern AND r.writes_before = r.writes_after THEN
-        RETURN ok(true, p_description);
-    END IF;
-    RETURN ok(false, p_description) || E'\n' ||
-           diag(format(E'    raised: %s %s\n    wanted: %s %s\n    writes before: %s\n    writes after:  %s',
-                       r.state, r.message, p_state, p_pattern, r.writes_before, r.writes_after));
-END
-$$;
 
 -- A claim of consumer p_consumer's inbox work at p_now with p_wait: how many rows it returned and
 -- how long it took (wall clock).

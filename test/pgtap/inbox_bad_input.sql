@@ -23,24 +23,8 @@ $$;
 CREATE FUNCTION pg_temp.msg_without(p_n int, p_field text) RETURNS jsonb
 LANGUAGE sql AS $$ SELECT pg_temp.msg(p_n) - p_field $$;
 
--- pg_temp.writes() and pg_temp.attempt(sql).
+-- pg_temp.writes(), pg_temp.attempt(sql) and pg_temp.fails(sql, state, pattern, description).
 \ir lib/writes.sql
-
-CREATE FUNCTION pg_temp.fails(p_sql text, p_state text, p_pattern text, p_description text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
-BEGIN
-    SELECT * INTO r FROM pg_temp.attempt(p_sql);
-    IF r.state IS NOT DISTINCT FROM p_state AND (p_pattern IS NULL OR r.message LIKE p_pattern)
-       AND r.writes_before = r.writes_after THEN
-        RETURN ok(true, p_description);
-    END IF;
-    RETURN ok(false, p_description) || E'\n' ||
-           diag(format(E'    raised: %s %s\n    wanted: %s %s\n    writes before: %s\n    writes after:  %s',
-                       r.state, r.message, p_state, p_pattern, r.writes_before, r.writes_after));
-END
-$$;
 
 -- The check can fail: a write that an error then rolled back leaves no row, and is still seen.
 SELECT isnt((r).writes_after, (r).writes_before, 'self-test: a write the error rolled back is seen')

@@ -34,3 +34,21 @@ BEGIN
     writes_after := pg_temp.writes();
 END
 $$;
+
+-- pg_temp.fails(sql, state, pattern, description): one test: sql raises `state` with a message
+-- LIKE `pattern` (NULL: any), having written nothing.
+CREATE FUNCTION pg_temp.fails(p_sql text, p_state text, p_pattern text, p_description text) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    SELECT * INTO r FROM pg_temp.attempt(p_sql);
+    IF r.state IS NOT DISTINCT FROM p_state AND (p_pattern IS NULL OR r.message LIKE p_pattern)
+       AND r.writes_before = r.writes_after THEN
+        RETURN ok(true, p_description);
+    END IF;
+    RETURN ok(false, p_description) || E'\n' ||
+           diag(format(E'    raised: %s %s\n    wanted: %s %s\n    writes before: %s\n    writes after:  %s',
+                       r.state, r.message, p_state, p_pattern, r.writes_before, r.writes_after));
+END
+$$;
