@@ -2,14 +2,18 @@
 # Waiting workers (claim_work's p_wait, issue 12). test/scripts/claim_wait.py runs 20 workers,
 # each on its own connection, that loop on claim_work(p_wait => 2 s) and complete what they get,
 # while 200 messages are stored one per transaction; then all 20 wait on the empty queue
-# (p_wait => 10 s) and their backends' CPU time is read from /proc over 10 s. Checks:
+# (p_wait => 30 s, canceled after the window) and their backends' CPU time is read from /proc
+# over 10 s of that wait. Checks:
 #   - every message claimed exactly once and completed: none lost, none handed out twice;
 #   - shared-memory store (the preload: commits wake waiters): stats()' claim_wakeups moved by
 #     no more than the 200 stores (one wake-up per committed message, no herd of 20); on the
 #     empty queue all 20 count in claim_waiting, no wake-up is sent, and the 20 backends use
 #     less than 1% of one core over the 10 s (a poll loop at 100 ms: about 27% — run
 #     claim_wait.py --poll-ms 100 to see it);
-#   - table store (no preload: the wait polls inside the call): exactly once, 50 messages.
+#   - table store (no preload: the wait polls inside the call): exactly once, 50 messages;
+#   - in both: a claim waiting for another consumer returns, well before its time is up, the
+#     message that release_work, fail_work (a retry 1 s later) or retry_dead_letters makes
+#     claimable.
 #   CLAIM_WAIT_LEASE_STORES="shared_memory" (or "table"; else WB_LEASE_STORES) one cluster only
 # Expects whizbang to be installed already (./scripts/test does that). Exits non-zero on failure.
 set -euo pipefail
@@ -34,7 +38,7 @@ out=$(mktemp /tmp/whizbang-claim-wait.XXXXXX)
 trap 'rm -f "$out"' EXIT
 
 if [ "$WB_LEASE_STORE" = shared_memory ]; then
-  "$PY" test/scripts/claim_wait.py --workers 20 --messages 200 --wait 2 --idle-wait 10 --idle-seconds 10 >"$out"
+  "$PY" test/scripts/claim_wait.py --workers 20 --messages 200 --wait 2 --idle-wait 30 --idle-seconds 10 >"$out"
   stored=200
 else
   "$PY" test/scripts/claim_wait.py --workers 20 --messages 50 --wait 2 --idle-seconds 0 >"$out"
@@ -72,6 +76,50 @@ if [ "$WB_LEASE_STORE" = shared_memory ]; then
     FAILED=$((FAILED + 1))
   fi
 fi
+
+# The other functions that make work claimable wake a waiting claim too (with the preload at
+# their commit; without it the polling wait finds the work): a waiter for consumer cw_other is
+# started on an empty queue (for it), then one of them commits; it must return that message well
+# before its 10 s are up.
+wake_by() {  # $1 what, $2 the message the waiter must get, $3 SQL that makes it claimable
+  local t0 got ms
+  t0=$(date +%s%N)
+  psql -XAt -c "SELECT message_id FROM whizbang.claim_work('c1a1a1a1-0000-4000-8000-00000000000b', 'inbox',
+      p_consumer => 'cw_other', p_wait => '10 s')" >"$out.w" 2>&1 &
+  local waiter=$!
+  for _ in $(seq 100); do
+    [ "$(psql -XAt -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension'
+        AND query LIKE '%cw_other%' AND pid <> pg_backend_pid()")" = 1 ] && break
+    sleep 0.05
+  done
+  psql -qXAt -v ON_ERROR_STOP=1 -c "$3" >/dev/null
+  wait "$waiter" || true
+  got=$(cat "$out.w") ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  if [ "$got" = "$2" ] && [ "$ms" -lt 5000 ]; then
+    echo "ok   a waiting claim returns the message $1 ($ms ms)"
+  else
+    echo "FAIL a waiting claim returns the message $1: got '$got' after $ms ms"; FAILED=$((FAILED + 1))
+  fi
+}
+store_other() {  # $1 message id: stored for cw_other and leased to instance ...0a
+  psql -qXAt -v ON_ERROR_STOP=1 -c "SELECT whizbang.store_inbox_messages(jsonb_build_array(jsonb_build_object(
+      'MessageId', '$1', 'HandlerName', 'h', 'MessageType', 't', 'Envelope', '{}'::jsonb)), p_consumer => 'cw_other')" \
+      -c "SELECT whizbang.claim_work('c1a1a1a1-0000-4000-8000-00000000000a', 'inbox', p_consumer => 'cw_other')" >/dev/null
+}
+token_of() { psql -XAt -c "SELECT lease_token FROM whizbang.leases WHERE message_id = '$1'"; }
+m1=c1a1a1a1-0000-4000-8000-000000000001 m2=c1a1a1a1-0000-4000-8000-000000000002 m3=c1a1a1a1-0000-4000-8000-000000000003
+store_other $m1
+wake_by "released (release_work)" $m1 \
+  "SELECT whizbang.release_work('inbox', '{$m1}', '{$(token_of $m1)}', 'cw_other')"
+psql -qXAt -c "UPDATE whizbang.wh_settings SET setting_value = '1' WHERE setting_key = 'retry_base_seconds'"
+store_other $m2
+wake_by "failed for a retry in about 1 s (fail_work)" $m2 \
+  "SELECT whizbang.fail_work('inbox', '{$m2}', '{boom}', '{$(token_of $m2)}', NULL, 'cw_other')"
+store_other $m3
+psql -qXAt -c "SELECT whizbang.fail_work('inbox', '{$m3}', '{boom}', '{$(token_of $m3)}', '{false}', 'cw_other')" >/dev/null
+wake_by "put back from the dead letters (retry_dead_letters)" $m3 \
+  "SELECT whizbang.retry_dead_letters(ARRAY(SELECT dead_letter_id FROM whizbang.wh_dead_letters WHERE message_id = '$m3'))"
+rm -f "$out.w"
 
 if [ "$FAILED" -ne 0 ]; then
   echo "$FAILED check(s) failed"
