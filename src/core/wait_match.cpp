@@ -51,6 +51,17 @@ Match match(const WaitFilter& f, const WorkSignal& s) {
     return s.next_due != kNever ? Match::maybe : Match::no;
 }
 
+namespace {
+// Whether a waiter (of the signal's source and consumer) can claim a row of partition key `key`.
+bool takes_key(const WaitFilter& f, const Uuid& key) {
+    if (f.partition_count < 1 || f.npartitions > kWaitMaxPartitions) return true;
+    const int p = partition_of(key, f.partition_count);
+    for (int i = 0; i < f.npartitions; ++i)
+        if (f.partitions[i] == p) return true;
+    return false;
+}
+}  // namespace
+
 WakePlan plan_wakeups(const std::vector<WaiterView>& waiters, const WorkSignal& s) {
     std::vector<std::size_t> order(waiters.size());
     std::iota(order.begin(), order.end(), 0);
@@ -70,13 +81,25 @@ WakePlan plan_wakeups(const std::vector<WaiterView>& waiters, const WorkSignal& 
             plan.wake.push_back(i);
             left -= std::max(1, waiters[i].filter.max_rows);
         }
-    // Rows due later: one waiter that can use them must wake by then.
+    auto waking = [&](std::size_t i) {
+        return waiters[i].woken || std::find(plan.wake.begin(), plan.wake.end(), i) != plan.wake.end();
+    };
+    // Every row's partition needs a waking waiter that can take it: the count above may have
+    // gone to waiters of other partitions (two rows, one each for two partitioned waiters).
+    if (s.rows_now > 0 && s.nkeys <= kWaitMaxKeys)
+        for (int k = 0; k < s.nkeys; ++k) {
+            auto can_take = [&](std::size_t i) { return matches[i] != Match::no && takes_key(waiters[i].filter, s.keys[k]); };
+            if (std::any_of(order.begin(), order.end(), [&](std::size_t i) { return waking(i) && can_take(i); })) continue;
+            auto other = std::find_if(order.begin(), order.end(), [&](std::size_t i) { return !waking(i) && can_take(i); });
+            if (other != order.end()) plan.wake.push_back(*other);
+        }
+    // Rows due later: a waiter that can use them must wake by then — one not woken now: a woken
+    // one may take the rows claimable now and return, and nobody would remember the later time.
     if (s.next_due != kNever) {
         long first = -1;
         for (std::size_t i : order) {
-            if (matches[i] == Match::no) continue;
-            if (waiters[i].wake_at <= s.next_due ||
-                std::find(plan.wake.begin(), plan.wake.end(), i) != plan.wake.end()) {
+            if (matches[i] == Match::no || waking(i)) continue;
+            if (waiters[i].wake_at <= s.next_due) {
                 first = -1;
                 break;
             }

@@ -183,8 +183,11 @@ void _PG_init(void) {
                                "Databases in which a background worker runs whizbang's maintenance "
                                "(comma-separated; empty: none). Needs shared_preload_libraries = 'whizbang'.",
                                nullptr, &maintenance_databases, "", PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
-    whizbang::pg::lease_store_preload_init();
+    // The order is load-bearing: transaction callbacks run last registered first, and waiting
+    // claims must be woken after the lease store has ended the leases a commit ends (a released
+    // row still marked ending would be passed over by the claim that was woken for it).
     whizbang::pg::work_wait_preload_init();
+    whizbang::pg::lease_store_preload_init();
     MarkGUCPrefixReserved("whizbang");
 
     char* list = pstrdup(maintenance_databases ? maintenance_databases : "");

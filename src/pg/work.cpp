@@ -725,10 +725,12 @@ WB_FUNCTION(wb_claim_work) {
     }
     filter.max_rows = max_rows;
     auto next_due = [&](int64_t elapsed_us) -> int64_t {
+        LookMemory memory;
         const TimestampTz now = add_to_timestamp(p_now, elapsed_us, "p_now + the time waited");
         TimestampTz due = PG_INT64_MAX;
         for (Source s : sources) due = std::min(due, next_due_of(s, consumer, now));
-        return due == PG_INT64_MAX ? core::kNever : due - p_now;
+        int64_t after_us = 0;
+        return due == PG_INT64_MAX || __builtin_sub_overflow(due, p_now, &after_us) ? core::kNever : after_us;
     };
     claim_with_wait(wait_us, filter, try_claim, wrote, next_due);
     return (Datum)0;

@@ -41,6 +41,7 @@ void enter(const core::WaitFilter& filter);  // waiting from now on
 void rearm();                                // about to look again: not woken, no reminder
 void sleeping_until(TimestampTz wake_at);    // wakes by itself then at the latest
 TimestampTz woken_or_wake_at();              // 0 when woken for work, else when it must look again
+                                             // (kNever when not registered)
 void leave();
 }  // namespace waiters
 

@@ -2,9 +2,9 @@
 // commit callback that wakes those that can use what the transaction made claimable.
 //
 // One slot per backend (by pgprocno), under one lock: a waiter writes its slot a few times per
-// wait, a committing transaction that noted work reads them all once. Nothing under the lock
-// can fail or allocate; the commit callback never throws (an error after commit cannot be
-// reported) — at worst a waiter sleeps until its own time.
+// wait, a committing transaction that noted work reads them all once and plans its wake-ups.
+// Nothing under the lock can raise a PostgreSQL error; the commit callback never throws (an
+// error after commit cannot be reported) — at worst a waiter sleeps until its own time.
 #include <algorithm>
 #include <vector>
 
@@ -82,6 +82,7 @@ Slot* my_slot() {
 }
 
 bool registered = false;
+int registered_level = 0;  // the subtransaction the waiting call runs in
 
 // ---- what this transaction made claimable ----------------------------------------------------
 
@@ -93,48 +94,54 @@ struct Noted {
 };
 std::vector<Noted> noted;
 
-// Plans outside the lock, from a copy of the slots (planning allocates); the lock is held to
-// copy and to apply, and a slot whose waiter changed meanwhile is left alone. `counted`: a
-// commit's wake-ups count in claim_wakeups, one passed on by a leaving waiter does not.
+// Releases an LWLock however the scope ends: planning under the lock allocates, and a
+// bad_alloc must not leave the lock held.
+class HeldLock {
+public:
+    HeldLock(LWLock* l, LWLockMode mode) : l_(l) { LWLockAcquire(l_, mode); }
+    ~HeldLock() { LWLockRelease(l_); }
+    HeldLock(const HeldLock&) = delete;
+    HeldLock& operator=(const HeldLock&) = delete;
+
+private:
+    LWLock* l_;
+};
+
+// Plans and wakes under the lock, so that two committing transactions never plan the same
+// waiter for their rows, and a waiter cannot leave between the plan and its wake-up (it leaves
+// woken, and passes it on). `counted`: a commit's wake-ups count in claim_wakeups, one passed
+// on by a leaving waiter does not.
 void wake(const std::vector<Noted>& signals, bool counted = true) {
     std::vector<int> index;
     std::vector<core::WaiterView> views;
     index.reserve(shared->nslots);
     views.reserve(shared->nslots);
-    LWLockAcquire(lock, LW_SHARED);
-    for (int i = 0; i < shared->nslots; ++i) {
-        const Slot& s = shared->slots[i];
-        if (!s.waiting || s.database != MyDatabaseId) continue;
-        index.push_back(i);
-        views.push_back({s.filter, s.woken, s.ticket, s.wake_at});
-    }
-    LWLockRelease(lock);
-    if (views.empty()) return;
-    const std::vector<core::WaiterView> before = views;
-    std::vector<const core::WorkSignal*> cause(views.size(), nullptr);
-    for (const Noted& n : signals) {
-        const core::WakePlan plan = core::plan_wakeups(views, n.signal);
-        for (std::size_t v : plan.wake) {
-            views[v].woken = true;
-            cause[v] = &n.signal;
-        }
-        if (plan.remind >= 0) views[plan.remind].wake_at = n.signal.next_due;
-    }
     uint64 woken = 0;
-    LWLockAcquire(lock, LW_EXCLUSIVE);
-    for (std::size_t v = 0; v < views.size(); ++v) {
-        const bool wake_now = views[v].woken && !before[v].woken, remind = views[v].wake_at < before[v].wake_at;
-        Slot& s = shared->slots[index[v]];
-        if ((!wake_now && !remind) || !s.waiting || s.ticket != views[v].ticket) continue;
-        if (wake_now) {
-            s.woken = true;
-            s.woken_for = *cause[v];
-            ++woken;
+    {
+        HeldLock held(lock, LW_EXCLUSIVE);
+        for (int i = 0; i < shared->nslots; ++i) {
+            const Slot& s = shared->slots[i];
+            if (!s.waiting || s.database != MyDatabaseId) continue;
+            index.push_back(i);
+            views.push_back({s.filter, s.woken, s.ticket, s.wake_at});
         }
-        if (remind) s.wake_at = std::min(s.wake_at, views[v].wake_at);
-        SetLatch(&ProcGlobal->allProcs[index[v]].procLatch);
+        for (const Noted& n : signals) {
+            if (views.empty()) break;
+            const core::WakePlan plan = core::plan_wakeups(views, n.signal);
+            for (std::size_t v : plan.wake) {
+                Slot& s = shared->slots[index[v]];
+                views[v].woken = s.woken = true;
+                s.woken_for = n.signal;
+                ++woken;
+                SetLatch(&ProcGlobal->allProcs[index[v]].procLatch);
+            }
+            if (plan.remind >= 0) {
+                Slot& s = shared->slots[index[plan.remind]];
+                views[plan.remind].wake_at = s.wake_at = std::min(s.wake_at, n.signal.next_due);
+                SetLatch(&ProcGlobal->allProcs[index[plan.remind]].procLatch);
+            }
+        }
     }
-    LWLockRelease(lock);
     if (woken && counted) pg_atomic_fetch_add_u64(&shared->wakeups, woken);
 }
 
@@ -201,7 +208,10 @@ void on_xact(XactEvent event, void*) {
 }
 
 void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-    if (event == SUBXACT_EVENT_ABORT_SUB) leave_slot();
+    // The waiting call's own subtransaction (or an outer one) aborts: a cancel caught by an
+    // exception block. One inside a look (a row-security function's) leaves the wait alone.
+    if (event == SUBXACT_EVENT_ABORT_SUB && registered && GetCurrentTransactionNestLevel() <= registered_level)
+        leave_slot();
     if (noted.empty()) return;
     const int level = GetCurrentTransactionNestLevel();
     if (event == SUBXACT_EVENT_ABORT_SUB)
@@ -270,6 +280,7 @@ void enter(const core::WaitFilter& filter) {
         LWLockRelease(lock);
         pg_atomic_fetch_add_u32(&shared->waiting, 1);
         registered = true;
+        registered_level = GetCurrentTransactionNestLevel();
     });
 }
 
@@ -297,7 +308,7 @@ void sleeping_until(TimestampTz wake_at) {
 
 TimestampTz woken_or_wake_at() {
     Slot* s = my_slot();
-    if (!s || !registered) return 0;
+    if (!s || !registered) return core::kNever;
     return pg_call([&] {
         LWLockAcquire(lock, LW_SHARED);
         const TimestampTz at = s->woken ? 0 : s->wake_at;

@@ -131,5 +131,35 @@ TEST(WaitMatch, LaterRowsRemindOneWaiterUnlessOneWakesInTime) {
     EXPECT_EQ(plan_wakeups(ws, s).remind, -1);
 }
 
+TEST(WaitMatch, EachRowsPartitionGetsAWaiterThatCanTakeIt) {
+    const int count = 16;
+    WorkSignal s = inbox_rows(7, 2);  // two rows, in two partitions
+    const int p0 = partition_of(s.keys[0], count), p1 = partition_of(s.keys[1], count);
+    ASSERT_NE(p0, p1);
+    WaiterView first = waiter(1, 100), second = waiter(2, 100);
+    first.filter.partition_count = second.filter.partition_count = count;
+    first.filter.npartitions = second.filter.npartitions = 1;
+    first.filter.partitions[0] = p0;
+    second.filter.partitions[0] = p1;
+    WakePlan p = plan_wakeups({first, second}, s);
+    ASSERT_EQ(p.wake.size(), 2u);  // first's p_max_rows would cover both rows, but not row 2's partition
+    EXPECT_EQ(p.wake[0], 0u);
+    EXPECT_EQ(p.wake[1], 1u);
+    // Waiters without partitions take every row: no extra wake-up.
+    EXPECT_EQ(plan_wakeups({waiter(1, 100), waiter(2, 100)}, s).wake.size(), 1u);
+}
+
+TEST(WaitMatch, ARowDueLaterIsRememberedByAWaiterNotWokenNow) {
+    WorkSignal s;
+    s.add(id(1), 100, 100);  // claimable now
+    s.add(id(2), 500, 100);  // due at 500
+    std::vector<WaiterView> ws = {waiter(1), waiter(2)};
+    ws[0].wake_at = ws[1].wake_at = 900;
+    WakePlan p = plan_wakeups(ws, s);
+    ASSERT_EQ(p.wake.size(), 1u);
+    EXPECT_EQ(p.wake[0], 0u);
+    EXPECT_EQ(p.remind, 1);  // the woken one may take row 1 and return
+}
+
 }  // namespace
 }  // namespace whizbang::core
