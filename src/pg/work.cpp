@@ -68,12 +68,7 @@ WorkPlan unstreamed_plan = WorkPlan::replanned(
 WorkPlan stream_heads_plan = WorkPlan::replanned(
     stream_walk_sql() +
     "SELECT h.message_id, h.consumer::pg_catalog.text, h.stream_id"
-    "  FROM streams s CROSS JOIN LATERAL ("
-    "    SELECT w.message_id, w.consumer, w.stream_id, w.scheduled_for, w.lease_expiry"
-    "      FROM whizbang.wh_inbox_work w"
-    "     WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
-    "       AND w.processed_at IS NULL"
-    "     ORDER BY w.stream_seq LIMIT 1) h"
+    "  FROM " + stream_heads_from("w.message_id, w.consumer, w.stream_id, w.scheduled_for, w.lease_expiry") +
     " WHERE h.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND (h.lease_expiry IS NULL OR h.lease_expiry OPERATOR(pg_catalog.<=) $1)"
     "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
@@ -549,11 +544,7 @@ WorkPlan next_due_plan(
     "  (SELECT pg_catalog.min(w.scheduled_for) FROM whizbang.wh_inbox_work w"
     "    WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.>) $1"
     "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)),"
-    "  (SELECT pg_catalog.min(h.scheduled_for) FROM streams s CROSS JOIN LATERAL ("
-    "     SELECT w.scheduled_for FROM whizbang.wh_inbox_work w"
-    "      WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
-    "        AND w.processed_at IS NULL"
-    "      ORDER BY w.stream_seq LIMIT 1) h"
+    "  (SELECT pg_catalog.min(h.scheduled_for) FROM " + stream_heads_from("w.scheduled_for") +
     "    WHERE h.scheduled_for OPERATOR(pg_catalog.>) $1))",
     {TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID, BOOLOID, TEXTOID, UUIDOID});
 }  // namespace
@@ -578,6 +569,15 @@ TimestampTz next_due_of(Source source, const std::optional<std::string>& consume
         due = std::min(due, shm::earliest_expiry(source, hash, now));
     }
     return due;
+}
+
+std::string stream_heads_from(const std::string& columns) {
+    return "streams s CROSS JOIN LATERAL ("
+           "    SELECT " + columns +
+           "      FROM whizbang.wh_inbox_work w"
+           "     WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
+           "       AND w.processed_at IS NULL"
+           "     ORDER BY w.stream_seq LIMIT 1) h";
 }
 
 std::string outbox_twin(const std::string& sql) {

@@ -42,6 +42,11 @@ std::string outbox_twin(const std::string& sql);
 // from the first stream when $6, else from after ($7, $8). Their statements go on from it.
 std::string stream_walk_sql();
 
+// The head (oldest unfinished row) of each stream of that walk, as `h` with `columns` of
+// wh_inbox_work `w`: the FROM item "streams s CROSS JOIN LATERAL (...) h" of the statements that
+// go on from stream_walk_sql().
+std::string stream_heads_from(const std::string& columns);
+
 // A position in the stream walk: the stream of the last head a claim looked at.
 struct StreamCursor {
     std::string consumer;

@@ -40,12 +40,7 @@ WorkPlan unstreamed_plan = WorkPlan::replanned(
 WorkPlan stream_heads_plan = WorkPlan::replanned(
     stream_walk_sql() +
     "SELECT h.message_id, h.consumer::pg_catalog.text, h.attempts, h.stream_id, h.stream_seq, h.scheduled_for"
-    "  FROM streams s CROSS JOIN LATERAL ("
-    "    SELECT w.message_id, w.consumer, w.stream_id, w.stream_seq, w.scheduled_for, w.attempts"
-    "      FROM whizbang.wh_inbox_work w"
-    "     WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
-    "       AND w.processed_at IS NULL"
-    "     ORDER BY w.stream_seq LIMIT 1) h"
+    "  FROM " + stream_heads_from("w.message_id, w.consumer, w.stream_id, w.stream_seq, w.scheduled_for, w.attempts") +
     " WHERE h.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(h.stream_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
     " LIMIT $5",
