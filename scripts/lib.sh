@@ -57,6 +57,42 @@ wb_build_install() {
   wb_as_root make -C "$WB_ROOT" -s install PG_CONFIG="$(wb_pg_config)" >/dev/null
 }
 
+# Citus for the scale-out suite (test/citus, issue 14). Debian has no package: when citus.so is
+# missing, it is built from the upstream source archive and patch in $WB_CITUS_SOURCE (default:
+# ../shared/vendor/citus beside the checkout; its README says how) and installed. Returns 1,
+# with the reason on stderr, where neither Citus nor its source is present.
+WB_CITUS_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
+wb_ensure_citus() {
+  local pkglib src tarball build
+  pkglib=$("$(wb_pg_config)" --pkglibdir)
+  [ -f "$pkglib/citus.so" ] && return 0
+  src=${WB_CITUS_SOURCE:-$WB_ROOT/../shared/vendor/citus}
+  tarball=$(ls "$src"/citus-*.tar.gz 2>/dev/null | head -1)
+  if [ -z "$tarball" ]; then
+    echo "Citus is not installed and no Citus source archive is in $src (set WB_CITUS_SOURCE)" >&2
+    return 1
+  fi
+  local saved=("${WB_PACKAGES[@]}") rc
+  WB_PACKAGES=("${WB_CITUS_PACKAGES[@]}")
+  WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
+  WB_PACKAGES=("${saved[@]}")
+  [ "$rc" -eq 0 ] || return 1
+  build=$(mktemp -d /tmp/whizbang-citus-build.XXXXXX)
+  wb_log "building Citus from $tarball (a few minutes)"
+  (
+    set -e
+    cd "$build"
+    tar xzf "$tarball"
+    cd "$(ls -d citus-*/ | head -1)"
+    for p in "$src"/*.patch; do [ -f "$p" ] && patch -s -p1 <"$p"; done
+    ./configure -q --without-libcurl PG_CONFIG="$(wb_pg_config)" >/dev/null
+    make -s -j"$(nproc)" >/dev/null 2>&1
+    wb_as_root make -s install >/dev/null
+  ) >"$build.log" 2>&1 || { echo "building Citus failed; log: $build.log" >&2; return 1; }
+  rm -rf "$build"
+  [ -f "$pkglib/citus.so" ]
+}
+
 wb_setup() {
   wb_ensure_packages
   wb_build_install

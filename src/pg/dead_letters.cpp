@@ -3,6 +3,7 @@
 #include <set>
 #include <tuple>
 
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/spi.h"
@@ -43,6 +44,7 @@ using namespace whizbang::pg;
 // (attempts 0, due now, at the end of their stream); an inbox message's dedup record was never
 // removed, so a redelivery of the same id is still a duplicate. Returns how many went back.
 WB_FUNCTION(wb_retry_dead_letters) {
+    refuse_if_distributed("retry_dead_letters");
     auto ids = int8_array_arg(fcinfo, 0, "p_dead_letter_ids");
     if (!ids || ids->empty()) PG_RETURN_INT32(0);
     std::vector<int64_t> wanted;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/dedup_plan.h"
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -169,6 +170,7 @@ using namespace whizbang::pg;
 
 // dedup_insert(p_message_id, p_consumer, p_fingerprint, p_sent_at, p_now) RETURNS text
 WB_FUNCTION(wb_dedup_insert) {
+    refuse_if_distributed("dedup_insert");
     require_not_null(fcinfo, 0, "p_message_id");
     std::string consumer = consumer_arg(fcinfo, 1);
     TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
@@ -189,6 +191,7 @@ WB_FUNCTION(wb_dedup_insert) {
 // dedup_insert_many(p_message_ids, p_consumer, p_fingerprints, p_sent_at, p_now)
 //   RETURNS TABLE(message_id uuid, outcome text), one row per input in input order
 WB_FUNCTION(wb_dedup_insert_many) {
+    refuse_if_distributed("dedup_insert_many");
     std::vector<core::Uuid> ids = *uuid_array_arg(fcinfo, 0, "p_message_ids", true);
     std::string consumer = consumer_arg(fcinfo, 1);
     auto fingerprints = bytea_array_arg(fcinfo, 2, "p_fingerprints");

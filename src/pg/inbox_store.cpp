@@ -3,6 +3,7 @@
 // One call: parse the jsonb batch once (message_parse), record the deliveries in the dedup
 // table (the same native path as dedup_insert_many), then store the new messages as work with
 // one set-based INSERT per table (work_store).
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -39,6 +40,7 @@ using namespace whizbang::pg;
 // store_inbox_messages(p_messages, p_instance_id, p_lease_expiry, p_now, p_partition_count, p_consumer)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean): new messages only
 WB_FUNCTION(wb_store_inbox_messages) {
+    refuse_if_distributed("store_inbox_messages");
     StoreOptions o;
     if (!PG_ARGISNULL(1)) o.instance = uuid_from_datum(PG_GETARG_DATUM(1));
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
@@ -70,6 +72,7 @@ WB_FUNCTION(wb_store_inbox_messages) {
 // inbox_receive(p_messages, p_consumer, p_now, p_partition_count)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, outcome text): one row per input, input order
 WB_FUNCTION(wb_inbox_receive) {
+    refuse_if_distributed("inbox_receive");
     StoreOptions o;
     o.function_name = "inbox_receive";
     o.consumer = consumer_arg(fcinfo, 1);

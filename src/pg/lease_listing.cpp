@@ -5,6 +5,7 @@
 // the lease's work row, which also leaves out leases whose row is gone or finished.
 #include <map>
 
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/lease_store.h"
@@ -104,6 +105,7 @@ using namespace whizbang::pg;
 // _leases() RETURNS TABLE(source, consumer, message_id, stream_id, instance_id, lease_token,
 // lease_expiry, attempts): the rows of whizbang.leases, from whichever store runs.
 WB_FUNCTION(wb_leases) {
+    refuse_if_distributed("_leases");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;

@@ -11,6 +11,7 @@
 // with a SET clause atomic (the setting could not be restored across a commit), and COMMIT then
 // fails. Each of its transactions sets search_path = pg_catalog, pg_temp itself instead, for the
 // duration of its batch, as a SET clause would (DESIGN §4).
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/maintenance.h"
 #include "pg/spi.h"
@@ -50,6 +51,7 @@ bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batc
 
 // run_maintenance(p_now, p_batch_size): reports one NOTICE per task.
 WB_FUNCTION(wb_run_maintenance) {
+    refuse_if_distributed("run_maintenance");
     if (!may_commit(fcinfo))
         throw SqlError(ERRCODE_ACTIVE_SQL_TRANSACTION, "whizbang.run_maintenance() cannot run inside a transaction block",
                        "It commits after every batch, which a transaction block, a function, or a procedure that "

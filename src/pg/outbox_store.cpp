@@ -1,5 +1,6 @@
 // store_outbox_messages (DESIGN §3.3): messages an application sends, stored in its own
 // transaction with the business write, for a relay to claim and publish.
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
@@ -11,6 +12,7 @@ using namespace whizbang::pg;
 // store_outbox_messages(p_messages, p_instance_id, p_lease_expiry, p_now, p_partition_count)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean): one row per input
 WB_FUNCTION(wb_store_outbox_messages) {
+    refuse_if_distributed("store_outbox_messages");
     StoreOptions o;
     o.source = Source::outbox;
     o.function_name = "store_outbox_messages";

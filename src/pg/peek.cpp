@@ -9,6 +9,7 @@
 // rows in arrival order. A streamed row cannot go before an older row of its stream, so it
 // sorts by its "ready" time: the latest scheduled_for of the unfinished rows of its stream up
 // to itself (a running max, non-decreasing along the stream); ties keep the stream's order.
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -87,6 +88,7 @@ using namespace whizbang::pg;
 // partition_number, handler_name, destination, message_type, envelope, metadata, scope, attempts,
 // consumer, scheduled_for, lease_expiry, last_error)
 WB_FUNCTION(wb_peek) {
+    refuse_if_distributed("peek");
     const std::optional<Source> source = source_arg(fcinfo, 0, true);
     std::optional<std::string> consumer;
     if (!PG_ARGISNULL(1)) consumer = consumer_arg(fcinfo, 1);

@@ -5,6 +5,7 @@
 // (not due yet, not leased): the definitions of stats(), which sums these rows per source
 // (stats.cpp), so the two cannot disagree. Outbox rows have no consumer: NULL, as claim_work
 // and wh_dead_letters give it.
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/lease_store.h"
 #include "pg/queues.h"
@@ -83,6 +84,7 @@ using namespace whizbang::pg;
 // queues(p_now) RETURNS TABLE(source, consumer, pending, leased, scheduled, dead_lettered,
 // oldest_pending_seconds)
 WB_FUNCTION(wb_queues) {
+    refuse_if_distributed("queues");
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);

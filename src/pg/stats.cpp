@@ -1,6 +1,7 @@
 // stats() (DESIGN §3.7): one row per metric, counted now, in one statement (one snapshot), so
 // the figures agree with each other. Exact counts: the work tables are meant to stay small;
 // on a big dedup table the dedup_* metrics cost a scan of it.
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/lease_store.h"
@@ -57,6 +58,7 @@ using namespace whizbang::pg;
 
 // stats() RETURNS TABLE(metric text, value bigint)
 WB_FUNCTION(wb_stats) {
+    refuse_if_distributed("stats");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;

@@ -1,5 +1,7 @@
 #include "pg/table_cache.h"
 
+#include "pg/distributed.h"
+
 namespace whizbang::pg {
 
 TableCache::TableCache(const char* relname, void (*reset)()) : relname_(relname), reset_(reset) {}
@@ -28,6 +30,9 @@ bool TableCache::fresh() {
             fresh_ = false;
         }
     });
+    // A distributed install's table is a Citus reference table: a change reaches the nodes'
+    // placements, never this shell's relcache, so nothing cached from it can be trusted.
+    if (fresh_ && distributed()) fresh_ = false;
     if (!fresh_) reset_();
     return fresh_;
 }

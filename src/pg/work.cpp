@@ -12,6 +12,7 @@
 #include <set>
 
 #include "core/backoff.h"
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -607,6 +608,7 @@ using namespace whizbang::pg;
 //            p_max_per_stream, p_now, p_consumer, p_wait) RETURNS TABLE(source, message_id, ...)
 // (a database still at 0.6.0 calls it without p_wait)
 WB_FUNCTION(wb_claim_work) {
+    refuse_if_distributed("claim_work");
     require_not_null(fcinfo, 0, "p_instance_id");
     Claim c;
     c.instance = uuid_from_datum(PG_GETARG_DATUM(0));

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/backoff.h"
+#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -281,6 +282,7 @@ using namespace whizbang::pg;
 
 // complete_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
 WB_FUNCTION(wb_complete_work) {
+    refuse_if_distributed("complete_work");
     Named n;
     read_named(fcinfo, n, 2, false, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -304,6 +306,7 @@ WB_FUNCTION(wb_complete_work) {
 
 // fail_work(p_source, p_message_ids, p_errors, p_lease_tokens, p_retryable, p_consumer, p_now)
 WB_FUNCTION(wb_fail_work) {
+    refuse_if_distributed("fail_work");
     Named n;
     read_named(fcinfo, n, 3, false, 5, 6);
     auto errors = nullable_text_array_arg(fcinfo, 2, "p_errors");
@@ -363,6 +366,7 @@ WB_FUNCTION(wb_fail_work) {
 
 // renew_leases(p_source, p_message_ids, p_lease_tokens, p_lease_seconds, p_consumer, p_now)
 WB_FUNCTION(wb_renew_leases) {
+    refuse_if_distributed("renew_leases");
     Named n;
     read_named(fcinfo, n, 2, true, 4, 5);
     require_not_null(fcinfo, 3, "p_lease_seconds");
@@ -390,6 +394,7 @@ WB_FUNCTION(wb_renew_leases) {
 
 // release_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
 WB_FUNCTION(wb_release_work) {
+    refuse_if_distributed("release_work");
     Named n;
     read_named(fcinfo, n, 2, true, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -417,6 +422,7 @@ WB_FUNCTION(wb_release_work) {
 // stays (its holder completes or fails it; cancel it after the lease ends). A lapsed lease is
 // no lease, as for claims. Cancelling a stream's head makes the next row the head.
 WB_FUNCTION(wb_cancel_work) {
+    refuse_if_distributed("cancel_work");
     Named n;
     read_named(fcinfo, n, -1, false, 2, 3);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -479,6 +485,7 @@ CachedPlan mark_published_plan(
 // ids that are unknown, NULL, repeated or already completed are no-ops. One statement, which
 // locks the rows in id order first, as every other call that changes work rows does.
 WB_FUNCTION(wb_complete_outbox_published) {
+    refuse_if_distributed("complete_outbox_published");
     std::vector<core::Uuid> ids = uuid_array_arg(fcinfo, 0, "p_ids", false, true).value_or(std::vector<core::Uuid>{});
     const bool debug_arg = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
     std::sort(ids.begin(), ids.end());

@@ -1,0 +1,44 @@
+-- whizbang.distribute() and the distribution column (0.8.0, issue 14, DESIGN §3.9) on a server
+-- without Citus: the arguments are checked first (22004, 22023), then Citus is asked for
+-- (55000), and nothing is changed; the new partition_number columns are nullable, stay NULL on
+-- a single server, and the keys are the single server's (message_id, consumer). What distribute()
+-- does on a cluster is test/citus/distribute.sh's.
+SET client_min_messages = warning;
+BEGIN;
+SELECT plan(12);
+
+SELECT throws_ok($$SELECT whizbang.distribute(NULL)$$, '22004', NULL, 'distribute(NULL): 22004');
+SELECT throws_ok($$SELECT whizbang.distribute(0)$$, '22023', NULL, 'distribute(0): 22023');
+SELECT throws_ok($$SELECT whizbang.distribute(64001)$$, '22023', NULL, 'distribute(64001): 22023');
+SELECT throws_ok($$SELECT whizbang.distribute()$$, '55000',
+                 'whizbang.distribute() needs the citus extension in this database',
+                 'distribute() without Citus: 55000, with what it needs');
+SELECT is((SELECT count(*)::int FROM information_schema.columns
+            WHERE table_schema = 'whizbang' AND column_name = 'partition_number' AND data_type = 'integer'),
+          10, 'the ten tables of a message carry partition_number');
+SELECT is((SELECT count(*)::int FROM information_schema.columns
+            WHERE table_schema = 'whizbang' AND column_name = 'partition_number' AND is_nullable = 'YES'),
+          8, 'the new columns are nullable (the work tables'' have been NOT NULL since 0.3.0)');
+
+SELECT whizbang.dedup_insert('01900000-0000-7000-8000-000000000d01', 'pgtap');
+SELECT count(*) FROM whizbang.inbox_receive(
+    '[{"MessageId": "01900000-0000-7000-8000-000000000d02", "HandlerName": "h", "MessageType": "t",
+       "Envelope": {}, "StreamId": "01900000-0000-7000-8000-000000000d0f"}]', 'pgtap');
+SELECT count(*) FROM whizbang.store_outbox_messages(
+    '[{"MessageId": "01900000-0000-7000-8000-000000000d03", "Destination": "d", "MessageType": "t", "Envelope": {},
+       "StreamId": "01900000-0000-7000-8000-000000000d0f"}]');
+SELECT is((SELECT count(*)::int FROM whizbang.wh_message_deduplication
+            WHERE consumer = 'pgtap' AND partition_number IS NULL), 2,
+          'a single server leaves partition_number NULL in the dedup records');
+SELECT is((SELECT partition_number FROM whizbang.wh_inbox WHERE message_id = '01900000-0000-7000-8000-000000000d02'),
+          NULL, '... in the inbox message');
+SELECT is((SELECT partition_number FROM whizbang.wh_inbox_streams WHERE consumer = 'pgtap'), NULL, '... in the stream counter');
+SELECT is((SELECT partition_number FROM whizbang.wh_outbox WHERE message_id = '01900000-0000-7000-8000-000000000d03'),
+          NULL, '... in the outbox message');
+SELECT is((SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'wh_inbox_pkey'),
+          'PRIMARY KEY (message_id, consumer)', 'the single server keeps its keys');
+SELECT is((SELECT count(*)::int FROM pg_trigger t WHERE t.tgrelid = 'whizbang.wh_inbox_work'::regclass AND NOT t.tgisinternal),
+          2, 'and its lease triggers (distribute() drops them)');
+
+SELECT * FROM finish();
+ROLLBACK;
