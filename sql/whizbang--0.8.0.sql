@@ -1431,6 +1431,98 @@ COMMENT ON COLUMN whizbang.wh_dead_letters.partition_number IS
     'Citus distribution column (0.8.0): NULL on a single server; whizbang.distribute() sets it to the work partition of the message.';
 
 -- ---------------------------------------------------------------------------------------
+-- Routed calls (docs/scaleout.md "How a call reaches its node"). On a distributed install a
+-- whizbang function sends each part of its work to the node that holds the part's shard as one
+-- router query on wh_partitions (one row per partition, colocated with the work tables), which
+-- calls the same function there with its first argument passed through _on_shard(). Empty on
+-- a single server.
+-- ---------------------------------------------------------------------------------------
+CREATE TABLE whizbang.wh_partitions (
+    partition_number integer NOT NULL,
+    CONSTRAINT wh_partitions_pkey PRIMARY KEY (partition_number)
+);
+COMMENT ON TABLE whizbang.wh_partitions IS
+    'Routing anchor of a distributed install (0.8.0, docs/scaleout.md): one row per work partition, filled by whizbang.distribute(); empty on a single server.';
+COMMENT ON COLUMN whizbang.wh_partitions.partition_number IS
+    'A work partition, 0 to 9999; the Citus distribution column.';
+
+CREATE FUNCTION whizbang._on_shard(p_partition integer, p_value anyelement, p_token bigint DEFAULT NULL)
+RETURNS anyelement
+    AS 'MODULE_PATHNAME', 'wb_on_shard' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION whizbang._on_shard(integer, anyelement, bigint) IS
+    'internal: the first argument of a routed call on a distributed install (0.8.0): returns p_value; the whizbang function it is passed to runs next to the local shards of p_partition and hands out lease token p_token.';
+REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------------------
+-- The settings trigger: an INSERT of a known key updates that key in the trigger's own table,
+-- which on a distributed install is a node's placement of the reference table (a statement on
+-- wh_settings itself would be a distributed query inside one). Unchanged on a single server.
+-- ---------------------------------------------------------------------------------------
+CREATE OR REPLACE FUNCTION whizbang._settings_validate() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    d whizbang.wh_setting_defaults%ROWTYPE;
+    v bigint;
+    updated bigint;
+BEGIN
+    SELECT * INTO d FROM whizbang.wh_setting_defaults WHERE setting_key = NEW.setting_key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown whizbang setting "%"', NEW.setting_key
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT setting_key FROM whizbang.settings lists the known settings.';
+    END IF;
+    IF NEW.setting_value IS NULL THEN
+        RAISE EXCEPTION 'setting "%" must not be null', NEW.setting_key
+            USING ERRCODE = 'not_null_violation', HINT = 'Delete the row to go back to the default.';
+    END IF;
+    IF NEW.value_type IS NOT NULL AND NEW.value_type <> d.value_type THEN
+        RAISE EXCEPTION 'setting "%" has type %, not %', NEW.setting_key, d.value_type, NEW.value_type
+            USING ERRCODE = 'datatype_mismatch';
+    END IF;
+    NEW.value_type := d.value_type;
+    NEW.description := coalesce(NEW.description, d.description);
+
+    IF d.value_type = 'integer' THEN
+        IF NEW.setting_value !~ '^\s*[+-]?[0-9]{1,18}\s*$' THEN
+            RAISE EXCEPTION 'invalid value for setting "%": "%" is not an integer', NEW.setting_key, NEW.setting_value
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        v := NEW.setting_value::bigint;
+        IF v < d.min_value OR v > d.max_value THEN
+            RAISE EXCEPTION 'invalid value for setting "%": % is outside [%, %]', NEW.setting_key, v, d.min_value, d.max_value
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        NEW.setting_value := v::text;
+    ELSIF d.value_type = 'boolean' THEN
+        IF lower(btrim(NEW.setting_value)) NOT IN ('true', 'false', 't', 'f', 'on', 'off', 'yes', 'no', '1', '0') THEN
+            RAISE EXCEPTION 'invalid value for setting "%": "%" is not a boolean', NEW.setting_key, NEW.setting_value
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        NEW.setting_value := NEW.setting_value::boolean::text;
+    ELSIF d.allowed_values IS NOT NULL AND NOT (NEW.setting_value = ANY (d.allowed_values)) THEN
+        RAISE EXCEPTION 'invalid value for setting "%": "%"', NEW.setting_key, NEW.setting_value
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Allowed values: %s.', array_to_string(d.allowed_values, ', '));
+    END IF;
+
+    IF TG_OP = 'INSERT' THEN
+        -- The trigger's own table: wh_settings on a single server, the node's placement of it on a
+        -- distributed install (a reference table), which must not start a distributed query.
+        EXECUTE format('UPDATE %I.%I SET setting_value = $1, value_type = $2, description = $3 WHERE setting_key = $4',
+                       TG_TABLE_SCHEMA, TG_TABLE_NAME)
+            USING NEW.setting_value, NEW.value_type, NEW.description, NEW.setting_key;
+        GET DIAGNOSTICS updated = ROW_COUNT;
+        IF updated > 0 THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------
 -- _distribution_keys(): one node's share of distribute(). Fills the distribution column of the
 -- rows there, makes it NOT NULL and part of every primary key, and drops the triggers Citus
 -- would refuse (the shared-memory lease store's: a distributed install keeps leases in the
@@ -1584,7 +1676,9 @@ BEGIN
 
     PERFORM pg_catalog.create_distributed_table('whizbang.wh_inbox_work', 'partition_number',
                                                 shard_count => p_shard_count, colocate_with => 'none');
-    FOREACH tab IN ARRAY ARRAY['wh_inbox', 'wh_inbox_streams', 'wh_inbox_preleased', 'wh_outbox_work',
+    INSERT INTO whizbang.wh_partitions (partition_number)
+    SELECT p FROM pg_catalog.generate_series(0, 9999) AS p ON CONFLICT DO NOTHING;
+    FOREACH tab IN ARRAY ARRAY['wh_partitions', 'wh_inbox', 'wh_inbox_streams', 'wh_inbox_preleased', 'wh_outbox_work',
                                'wh_outbox', 'wh_outbox_streams', 'wh_outbox_preleased',
                                'wh_message_deduplication', 'wh_dead_letters'] LOOP
         PERFORM pg_catalog.create_distributed_table(pg_catalog.format('whizbang.%I', tab), 'partition_number',
@@ -1598,7 +1692,7 @@ BEGIN
     FOREACH tab IN ARRAY ARRAY['wh_setting_defaults', 'wh_settings', 'wh_idempotency_policies', 'wh_inbox_work',
                                'wh_inbox', 'wh_inbox_streams', 'wh_inbox_preleased', 'wh_outbox_work', 'wh_outbox',
                                'wh_outbox_streams', 'wh_outbox_preleased', 'wh_message_deduplication',
-                               'wh_dead_letters', 'wh_idempotency_keys'] LOOP
+                               'wh_dead_letters', 'wh_idempotency_keys', 'wh_partitions'] LOOP
         PERFORM pg_catalog.truncate_local_data_after_distributing_table(pg_catalog.format('whizbang.%I', tab));
     END LOOP;
 END

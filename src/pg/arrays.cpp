@@ -50,6 +50,13 @@ Datum int4_array(const std::vector<int>& values) {
     return build(values, INT4OID, [](int v) -> std::optional<Datum> { return Int32GetDatum(v); });
 }
 
+Datum nullable_int4_array(const std::vector<std::optional<int>>& values) {
+    return build(values, INT4OID, [](const std::optional<int>& v) -> std::optional<Datum> {
+        if (!v) return std::nullopt;
+        return Int32GetDatum(*v);
+    });
+}
+
 Datum int8_array(const std::vector<int64_t>& values) {
     return build(values, INT8OID, [](int64_t v) -> std::optional<Datum> { return Int64GetDatum(v); });
 }

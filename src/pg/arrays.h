@@ -17,6 +17,7 @@ Datum datum_array(const std::vector<Datum>& values, const std::vector<char>& nul
 Datum uuid_array(const std::vector<core::Uuid>& ids);
 Datum uuid_array(const std::vector<std::optional<core::Uuid>>& ids);
 Datum int4_array(const std::vector<int>& values);
+Datum nullable_int4_array(const std::vector<std::optional<int>>& values);
 // The elements of an int4[], NULLs left out.
 std::vector<int> int4_array_values(Datum array);
 Datum int8_array(const std::vector<int64_t>& values);

@@ -4,6 +4,8 @@
 #include "core/error.h"
 #include "pg/bridge.h"
 
+#include "pg/shard_scope.h"
+
 namespace whizbang::pg {
 
 namespace {
@@ -53,6 +55,7 @@ int sqlstate_of(core::InputError::Kind kind) {
 
 Datum call_body(FunctionCallInfo fcinfo, EntryBody body, PendingError* pending) noexcept {
     try {
+        ShardScopeEntry shard_scope;  // a routed call on a Citus node (shard_scope.h)
         return body(fcinfo);
     } catch (const PgError& e) {
         pending->postgres = e.data();

@@ -3,10 +3,12 @@
 #include <set>
 #include <tuple>
 
-#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/distributed.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
+#include "pg/work_route.h"
 #include "pg/work_store.h"
 
 namespace whizbang::pg {
@@ -44,7 +46,6 @@ using namespace whizbang::pg;
 // (attempts 0, due now, at the end of their stream); an inbox message's dedup record was never
 // removed, so a redelivery of the same id is still a duplicate. Returns how many went back.
 WB_FUNCTION(wb_retry_dead_letters) {
-    refuse_if_distributed("retry_dead_letters");
     auto ids = int8_array_arg(fcinfo, 0, "p_dead_letter_ids");
     if (!ids || ids->empty()) PG_RETURN_INT32(0);
     std::vector<int64_t> wanted;
@@ -53,6 +54,7 @@ WB_FUNCTION(wb_retry_dead_letters) {
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_dead_letter_ids[" + std::to_string(i + 1) + "] must not be null");
         wanted.push_back(*(*ids)[i]);
     }
+    if (distributed() && !in_shard_scope()) PG_RETURN_INT32(route_dead_letter_retry(fcinfo, wanted));
     SpiConnection spi;
     uint64 rows = dead_letters_plan.execute({int8_array(wanted)});
     // Grouped by source and consumer: each group is stored like a batch of its own.

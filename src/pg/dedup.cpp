@@ -10,11 +10,14 @@
 #include <cstring>
 
 #include "core/dedup_plan.h"
-#include "pg/distributed.h"
+#include "core/partition.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
+#include "pg/citus_route.h"
 #include "pg/dedup_store.h"
+#include "pg/distributed.h"
+#include "pg/shard_scope.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 
@@ -23,14 +26,16 @@ namespace {
 
 constexpr std::size_t kMaxConsumerBytes = 1024;
 
+// partition_number: NULL on a single server, the record's partition inside a routed call.
 CachedPlan upsert_plan(
     "INSERT INTO whizbang.wh_message_deduplication AS d"
-    "  (consumer, message_id, first_seen_at, observation_count, fingerprint)"
-    " SELECT $1, u.id, $2, u.n, u.fp FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(id, n, fp)"
+    "  (consumer, message_id, first_seen_at, observation_count, fingerprint, partition_number)"
+    " SELECT $1, u.id, $2, u.n, u.fp, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
+    "  pg_catalog.unnest($5), pg_catalog.unnest($6)) AS u(id, n, fp, part)"
     " ON CONFLICT (consumer, message_id) DO UPDATE"
     "  SET observation_count = d.observation_count OPERATOR(pg_catalog.+) excluded.observation_count"
     " RETURNING d.message_id, (d.xmax OPERATOR(pg_catalog.=) 0), d.fingerprint",
-    {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, INT4ARRAYOID, BYTEAARRAYOID});
+    {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, INT4ARRAYOID, BYTEAARRAYOID, INT4ARRAYOID});
 
 // Rows named here were locked by the upsert of the same call: no new lock order arises.
 CachedPlan adjust_plan(
@@ -79,7 +84,8 @@ void mark_expired(std::vector<core::DedupElement>& elements, const std::vector<s
 // Counts a delivery of every key marked on_record (ids already recorded, and lookups) with
 // one sorted upsert, filling `stored` with whether each was inserted and its fingerprint.
 void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
-                      const std::vector<char>& on_record, std::vector<core::StoredKey>& stored) {
+                      const std::vector<int>& partitions, const std::vector<char>& on_record,
+                      std::vector<core::StoredKey>& stored) {
     std::vector<std::size_t> which;
     for (std::size_t k = 0; k < keys.size(); ++k)
         if (on_record[k]) which.push_back(k);
@@ -87,13 +93,15 @@ void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
     std::vector<core::Uuid> ids(which.size());
     std::vector<int> counts(which.size());
     std::vector<const std::string*> fingerprints(which.size());
+    std::vector<std::optional<int>> parts(which.size());
     for (std::size_t i = 0; i < which.size(); ++i) {
         ids[i] = keys[which[i]].id;
         counts[i] = keys[which[i]].observations;
         fingerprints[i] = keys[which[i]].fingerprint;
+        if (partitions[which[i]] >= 0) parts[i] = partitions[which[i]];
     }
-    uint64 rows = upsert_plan.execute(
-        {consumer, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts), bytea_array(fingerprints)});
+    uint64 rows = upsert_plan.execute({consumer, TimestampTzGetDatum(now), uuid_array(ids), int4_array(counts),
+                                       bytea_array(fingerprints), nullable_int4_array(parts)});
     if (rows != ids.size())
         throw SqlError(ERRCODE_INTERNAL_ERROR,
                        "dedup upsert returned " + std::to_string(rows) + " rows for " + std::to_string(ids.size()) + " ids");
@@ -128,17 +136,25 @@ void apply_resolution(Datum consumer, const core::DedupResolution& resolution) {
 std::vector<core::DedupOutcome> record_deliveries(const char* function_name, const std::string& consumer,
                                                   std::vector<core::DedupElement>& elements,
                                                   const std::vector<std::optional<TimestampTz>>& sent_at,
-                                                  TimestampTz now) {
+                                                  TimestampTz now, PartitionOfId partition) {
     SpiConnection spi;
     mark_expired(elements, sent_at, now);
     core::DedupPlan plan(elements);
     const auto& keys = plan.keys();
     std::vector<core::StoredKey> stored(keys.size());
+    // The distribution column of each key: set inside a routed call only (docs/scaleout.md).
+    if (!partition && in_shard_scope())
+        partition = [](const core::Uuid& id) -> std::optional<int> {
+            return core::partition_of(id, kDistributedPartitionCount);
+        };
+    std::vector<int> partitions(keys.size(), -1);
+    if (partition)
+        for (std::size_t k = 0; k < keys.size(); ++k) partitions[k] = partition(keys[k].id).value_or(-1);
 
     // New ids are inserted natively; ids on record (and lookups) go through the upsert,
     // which counts the observation and returns the stored fingerprint.
     std::vector<char> on_record(keys.size(), 1);
-    if (insert_new_keys(function_name, consumer, now, keys, on_record)) {
+    if (insert_new_keys(function_name, consumer, now, keys, partitions, on_record)) {
         for (std::size_t k = 0; k < keys.size(); ++k) {
             if (on_record[k]) continue;
             stored[k].inserted = true;
@@ -148,7 +164,7 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
     Datum consumer_datum = pg_call([&] {
         return PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
     });
-    upsert_on_record(consumer_datum, now, keys, on_record, stored);
+    upsert_on_record(consumer_datum, now, keys, partitions, on_record, stored);
 
     core::DedupResolution resolution = plan.resolve(stored);
     apply_resolution(consumer_datum, resolution);
@@ -162,6 +178,50 @@ Datum outcome_text(core::DedupOutcome o) {
     return pg_call([&] { return CStringGetTextDatum(core::outcome_word(o)); });
 }
 
+// dedup_insert_many on a distributed install (docs/scaleout.md): a record lives in its id's
+// partition, so each shard's ids go, in input order, to the node that holds the shard, in one
+// routed call; the outcomes come back one per id, in the same order. Returns them as text.
+std::vector<Datum> route_dedup(const std::vector<core::Uuid>& ids, const std::string& consumer,
+                               const std::optional<std::vector<std::optional<std::string>>>& fingerprints,
+                               const std::optional<std::vector<std::optional<TimestampTz>>>& sent_at,
+                               TimestampTz now) {
+    SpiConnection spi;
+    std::vector<int> partitions(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) partitions[i] = core::partition_of(ids[i], kDistributedPartitionCount);
+    std::vector<Datum> outcomes(ids.size(), (Datum)0);
+    const Datum consumer_datum = text_datum(consumer);
+    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+        std::vector<core::Uuid> part_ids;
+        std::vector<const std::string*> part_fingerprints;
+        std::vector<std::optional<TimestampTz>> part_sent_at;
+        for (std::size_t i : positions) {
+            part_ids.push_back(ids[i]);
+            if (fingerprints) part_fingerprints.push_back((*fingerprints)[i] ? &*(*fingerprints)[i] : nullptr);
+            if (sent_at) part_sent_at.push_back((*sent_at)[i]);
+        }
+        std::vector<Datum> values{uuid_array(part_ids), consumer_datum,
+                                  fingerprints ? bytea_array(part_fingerprints) : (Datum)0,
+                                  sent_at ? optional_timestamptz_array(part_sent_at) : (Datum)0,
+                                  TimestampTzGetDatum(now)};
+        std::vector<char> nulls{' ', ' ', fingerprints ? ' ' : 'n', sent_at ? ' ' : 'n', ' '};
+        uint64 rows = routed_call(partitions[positions.front()], "dedup_insert_many",
+                                  {UUIDARRAYOID, TEXTOID, BYTEAARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID}, values,
+                                  nulls);
+        if (rows != positions.size())
+            throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
+                                                       std::to_string(rows) + " outcomes for " +
+                                                       std::to_string(positions.size()) + " ids");
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            Datum word = spi_value(r, 2, &isnull);
+            // Copied out of SPI's memory before the next call (and SPI_finish) frees it.
+            outcomes[positions[r]] = pg_call([&] { return SPI_datumTransfer(word, false, -1); });
+        }
+    }
+    spi.finish();
+    return outcomes;
+}
+
 }  // namespace
 }  // namespace whizbang::pg
 
@@ -170,10 +230,19 @@ using namespace whizbang::pg;
 
 // dedup_insert(p_message_id, p_consumer, p_fingerprint, p_sent_at, p_now) RETURNS text
 WB_FUNCTION(wb_dedup_insert) {
-    refuse_if_distributed("dedup_insert");
     require_not_null(fcinfo, 0, "p_message_id");
     std::string consumer = consumer_arg(fcinfo, 1);
     TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
+    if (distributed() && !in_shard_scope()) {
+        std::optional<std::vector<std::optional<std::string>>> fingerprint;
+        std::optional<std::vector<std::optional<TimestampTz>>> sent;
+        if (!PG_ARGISNULL(2)) {
+            bytea* fp = pg_call([&] { return PG_GETARG_BYTEA_PP(2); });
+            fingerprint.emplace(1, std::string(VARDATA_ANY(fp), VARSIZE_ANY_EXHDR(fp)));
+        }
+        if (!PG_ARGISNULL(3)) sent.emplace(1, PG_GETARG_TIMESTAMPTZ(3));
+        return route_dedup({uuid_from_datum(PG_GETARG_DATUM(0))}, consumer, fingerprint, sent, now)[0];
+    }
 
     std::vector<core::DedupElement> elements(1);
     elements[0].id = uuid_from_datum(PG_GETARG_DATUM(0));
@@ -191,7 +260,6 @@ WB_FUNCTION(wb_dedup_insert) {
 // dedup_insert_many(p_message_ids, p_consumer, p_fingerprints, p_sent_at, p_now)
 //   RETURNS TABLE(message_id uuid, outcome text), one row per input in input order
 WB_FUNCTION(wb_dedup_insert_many) {
-    refuse_if_distributed("dedup_insert_many");
     std::vector<core::Uuid> ids = *uuid_array_arg(fcinfo, 0, "p_message_ids", true);
     std::string consumer = consumer_arg(fcinfo, 1);
     auto fingerprints = bytea_array_arg(fcinfo, 2, "p_fingerprints");
@@ -202,6 +270,19 @@ WB_FUNCTION(wb_dedup_insert_many) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (ids.empty()) return (Datum)0;
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+
+    if (distributed() && !in_shard_scope()) {
+        std::vector<Datum> routed = route_dedup(ids, consumer, fingerprints, sent_at, now);
+        pg_call([&] {
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+                Datum values[2] = {PointerGetDatum(ids[i].data()), routed[i]};
+                bool nulls[2] = {false, false};
+                tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            }
+        });
+        return (Datum)0;
+    }
 
     std::vector<core::DedupElement> elements(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
@@ -214,7 +295,6 @@ WB_FUNCTION(wb_dedup_insert_many) {
 
     Datum words[4] = {outcome_text(core::DedupOutcome::fresh), outcome_text(core::DedupOutcome::duplicate),
                       outcome_text(core::DedupOutcome::conflict), outcome_text(core::DedupOutcome::expired)};
-    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     pg_call([&] {
         for (std::size_t i = 0; i < ids.size(); ++i) {
             Datum values[2] = {PointerGetDatum(ids[i].data()), words[static_cast<int>(outcomes[i])]};

@@ -10,6 +10,8 @@
 
 #include "pg/dedup_store.h"
 
+#include "pg/shard_scope.h"
+
 
 namespace whizbang::pg {
 namespace {
@@ -25,7 +27,7 @@ bool look_first(std::size_t seen, std::size_t seen_on_record) {
 
 struct Columns {
     AttrNumber consumer = 0, message_id = 0, first_seen_at = 0, observation_count = 0, conflict_count = 0,
-               fingerprint = 0;
+               fingerprint = 0, partition_number = 0;  // partition_number: 0.8.0 on
 };
 
 Columns find_columns(TupleDesc desc) {
@@ -41,6 +43,7 @@ Columns find_columns(TupleDesc desc) {
         else if (strcmp(name, "observation_count") == 0) c.observation_count = n;
         else if (strcmp(name, "conflict_count") == 0) c.conflict_count = n;
         else if (strcmp(name, "fingerprint") == 0) c.fingerprint = n;
+        else if (strcmp(name, "partition_number") == 0) c.partition_number = n;
     }
     if (!c.consumer || !c.message_id || !c.first_seen_at || !c.observation_count || !c.conflict_count || !c.fingerprint)
         elog(ERROR, "whizbang.wh_message_deduplication lacks a column whizbang needs");
@@ -97,7 +100,8 @@ Holder find_holder(Relation heap, Relation pk, TupleTableSlot* slot, TupleTableS
 }  // namespace
 
 bool insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
-                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record) {
+                     const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,
+                     std::vector<char>& on_record) {
     // Everything below runs on the PostgreSQL side of the boundary: it creates no C++
     // object and calls nothing that throws, so a PostgreSQL error unwinds cleanly.
     return pg_call([&]() -> bool {
@@ -106,7 +110,8 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
         PreventCommandIfParallelMode(function_name);
         PreventCommandDuringRecovery(function_name);
 
-        Oid relid = get_relname_relid("wh_message_deduplication", get_namespace_oid("whizbang", false));
+        // Inside a routed call the node's shard of the partition (shard_scope.h).
+        Oid relid = whizbang_relid_unguarded("wh_message_deduplication");
         Relation rel = table_open(relid, RowExclusiveLock);
         // Checked together and up front: recording needs all three (a duplicate is an UPDATE),
         // and a missing one should fail on the first call, not on the first redelivery.
@@ -123,7 +128,8 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
         const bool checks = shape->constr != nullptr && shape->constr->num_check > 0;
         Columns col = find_columns(shape);
         const bool fingerprint_required = TupleDescAttr(shape, col.fingerprint - 1)->attnotnull;
-        if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity || live_columns != 6 || checks ||
+        if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity || live_columns != (col.partition_number ? 7 : 6) ||
+            checks ||
             fingerprint_required) {
             table_close(rel, RowExclusiveLock);
             return false;
@@ -182,6 +188,10 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
                 for (AttrNumber a : {col.consumer, col.message_id, col.first_seen_at, col.observation_count,
                                      col.conflict_count})
                     slot->tts_isnull[a - 1] = false;
+                if (col.partition_number && partitions[k] >= 0) {
+                    slot->tts_values[col.partition_number - 1] = Int32GetDatum(partitions[k]);
+                    slot->tts_isnull[col.partition_number - 1] = false;
+                }
                 if (key.fingerprint != nullptr) {
                     bytea* fp = static_cast<bytea*>(palloc(VARHDRSZ + key.fingerprint->size()));
                     SET_VARSIZE(fp, VARHDRSZ + key.fingerprint->size());

@@ -16,7 +16,9 @@ namespace whizbang::pg {
 // Returns false, having written nothing, when the table has triggers, row security or
 // unique indexes other than its primary key: the upsert then handles every key.
 // `function_name` names the SQL function in errors (read-only transaction, recovery).
+// partitions[k]: the distribution column of keys[k] (-1: NULL, a single server).
 bool insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
-                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record);
+                     const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,
+                     std::vector<char>& on_record);
 
 }  // namespace whizbang::pg

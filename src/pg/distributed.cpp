@@ -1,7 +1,5 @@
 #include "pg/distributed.h"
 
-#include <string>
-
 #include "pg/bridge.h"
 
 extern "C" {
@@ -61,13 +59,6 @@ bool distributed() {
         }
     });
     return answer;
-}
-
-void refuse_if_distributed(const char* function) {
-    if (distributed())
-        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
-                       std::string("whizbang.") + function + " does not run on a distributed install yet", {},
-                       "docs/scaleout.md lists what runs on a Citus cluster after whizbang.distribute().");
 }
 
 }  // namespace whizbang::pg

@@ -55,7 +55,7 @@ CachedPlan read_plan(
 // fingerprint; a forgotten (completed) key starts afresh.
 CachedPlan reclaim_plan(
     "UPDATE whizbang.wh_idempotency_keys"
-    " SET token = pg_catalog.nextval('whizbang.wh_idempotency_token_seq'), owner = $4,"
+    " SET token = $10, owner = $4,"
     "     fingerprint = CASE WHEN state OPERATOR(pg_catalog.=) 'completed' THEN $5"
     "                        ELSE COALESCE(fingerprint, $5) END,"
     "     first_claimed_at = CASE WHEN state OPERATOR(pg_catalog.=) 'completed' THEN $7 ELSE first_claimed_at END,"
@@ -65,7 +65,12 @@ CachedPlan reclaim_plan(
     " WHERE scope OPERATOR(pg_catalog.=) $1 AND idempotency_key OPERATOR(pg_catalog.=) $2"
     "   AND token OPERATOR(pg_catalog.=) $3 AND state OPERATOR(pg_catalog.=) $9"
     " RETURNING token",
-    {TEXTOID, TEXTOID, INT8OID, TEXTOID, BYTEAOID, INTERVALOID, TIMESTAMPTZOID, INTERVALOID, TEXTOID});
+    {TEXTOID, TEXTOID, INT8OID, TEXTOID, BYTEAOID, INTERVALOID, TIMESTAMPTZOID, INTERVALOID, TEXTOID, INT8OID});
+
+// The take-over's new token, drawn before the UPDATE: Citus refuses a volatile function in an
+// UPDATE of a distributed table (docs/scaleout.md); a take-over that loses its race leaves a
+// gap in the sequence, which tokens allow (they only grow).
+CachedPlan next_token_plan("SELECT pg_catalog.nextval('whizbang.wh_idempotency_token_seq')", {});
 
 CachedPlan complete_plan(
     "UPDATE whizbang.wh_idempotency_keys"
@@ -266,11 +271,14 @@ WB_FUNCTION(wb_idempotency_begin) {
 
             core::BeginDecision decision = core::decide_begin(existing->record, fingerprint, now);
             if (decision == core::BeginDecision::reclaim) {
-                const char nulls[] = {' ', ' ', ' ', owner ? ' ' : 'n', fingerprint ? ' ' : 'n', ' ', ' ', ' ', ' ', '\0'};
+                const char nulls[] = {' ', ' ', ' ', owner ? ' ' : 'n', fingerprint ? ' ' : 'n', ' ', ' ', ' ', ' ', ' ', '\0'};
                 Datum read_state = text_datum(existing->record.state == core::KeyState::completed ? "completed"
                                                                                                   : "in_progress");
+                next_token_plan.execute({});
+                bool no_token = false;
+                const Datum new_token = spi_value(0, 1, &no_token);
                 if (reclaim_plan.execute({scope_d, key_d, Int64GetDatum(existing->token), owner_d, fp_d, result_ttl_d,
-                                          TimestampTzGetDatum(now), lease_d, read_state},
+                                          TimestampTzGetDatum(now), lease_d, read_state, new_token},
                                          nulls) == 1) {
                     bool isnull = false;
                     answer.token = DatumGetInt64(spi_value(0, 1, &isnull));

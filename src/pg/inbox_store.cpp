@@ -3,10 +3,15 @@
 // One call: parse the jsonb batch once (message_parse), record the deliveries in the dedup
 // table (the same native path as dedup_insert_many), then store the new messages as work with
 // one set-based INSERT per table (work_store).
-#include "pg/distributed.h"
+#include <map>
+
+#include "core/partition.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
+#include "pg/distributed.h"
+#include "pg/message_route.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work_store.h"
 
@@ -22,7 +27,15 @@ std::vector<core::DedupOutcome> store(const StoreOptions& o, const std::vector<M
         elements[i].fingerprint = messages[i].fingerprint;
         sent_at[i] = messages[i].sent_at;
     }
-    std::vector<core::DedupOutcome> outcomes = record_deliveries(o.function_name, o.consumer, elements, sent_at, o.now);
+    // Inside a routed call a message's dedup record goes to its partition: its stream's.
+    PartitionOfId partition;
+    std::map<core::Uuid, int> partitions;
+    if (in_shard_scope()) {
+        for (const Message& m : messages) partitions[m.id] = core::partition_of(m.stream_id.value_or(m.id), o.partition_count);
+        partition = [&partitions](const core::Uuid& id) -> std::optional<int> { return partitions.at(id); };
+    }
+    std::vector<core::DedupOutcome> outcomes =
+        record_deliveries(o.function_name, o.consumer, elements, sent_at, o.now, partition);
     std::vector<std::size_t> fresh;
     for (std::size_t i = 0; i < outcomes.size(); ++i)
         if (outcomes[i] == core::DedupOutcome::fresh) fresh.push_back(i);
@@ -40,7 +53,6 @@ using namespace whizbang::pg;
 // store_inbox_messages(p_messages, p_instance_id, p_lease_expiry, p_now, p_partition_count, p_consumer)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean): new messages only
 WB_FUNCTION(wb_store_inbox_messages) {
-    refuse_if_distributed("store_inbox_messages");
     StoreOptions o;
     if (!PG_ARGISNULL(1)) o.instance = uuid_from_datum(PG_GETARG_DATUM(1));
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
@@ -53,6 +65,10 @@ WB_FUNCTION(wb_store_inbox_messages) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
+    if (distributed() && !in_shard_scope()) {
+        route_messages(fcinfo, "store_inbox_messages", messages, o.partition_count, RoutedRows::new_only);
+        return (Datum)0;
+    }
     std::vector<core::DedupOutcome> outcomes = store(o, messages);
 
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
@@ -72,7 +88,6 @@ WB_FUNCTION(wb_store_inbox_messages) {
 // inbox_receive(p_messages, p_consumer, p_now, p_partition_count)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, outcome text): one row per input, input order
 WB_FUNCTION(wb_inbox_receive) {
-    refuse_if_distributed("inbox_receive");
     StoreOptions o;
     o.function_name = "inbox_receive";
     o.consumer = consumer_arg(fcinfo, 1);
@@ -82,6 +97,10 @@ WB_FUNCTION(wb_inbox_receive) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
+    if (distributed() && !in_shard_scope()) {
+        route_messages(fcinfo, "inbox_receive", messages, o.partition_count, RoutedRows::one_per_input);
+        return (Datum)0;
+    }
     std::vector<core::DedupOutcome> outcomes = store(o, messages);
 
     Datum words[4];

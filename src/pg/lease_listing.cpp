@@ -105,11 +105,11 @@ using namespace whizbang::pg;
 // _leases() RETURNS TABLE(source, consumer, message_id, stream_id, instance_id, lease_token,
 // lease_expiry, attempts): the rows of whizbang.leases, from whichever store runs.
 WB_FUNCTION(wb_leases) {
-    refuse_if_distributed("_leases");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
-    if (!shared_leases_active()) {
+    // A distributed install keeps its leases in the rows; Citus reads every shard's.
+    if (!shared_leases_active() || distributed()) {
         spi_rows_to_result(rsinfo, table_leases_plan.execute({}));
     } else {
         std::vector<LiveLease> leases = shared_leases(std::nullopt);

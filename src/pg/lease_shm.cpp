@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "pg/lease_store.h"
+#include "pg/shard_scope.h"
 #include "pg/work.h"
 
 extern "C" {
@@ -336,7 +337,9 @@ void write_token_mark(int64 mark) {
 
 }  // namespace
 
-bool shared_leases_active() { return active; }
+// A routed call on a Citus node keeps its leases in the rows: a shard can move to another node,
+// and a distributed install has no lease triggers on its work tables (docs/scaleout.md).
+bool shared_leases_active() { return active && !in_shard_scope(); }
 
 void lease_store_preload_init() {
     DefineCustomIntVariable("whizbang.max_leases",

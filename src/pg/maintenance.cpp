@@ -13,12 +13,14 @@
 #include <chrono>
 #include <string>
 
-#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/citus_route.h"
+#include "pg/distributed.h"
 #include "pg/lease_store.h"
 #include "pg/maintenance.h"
 #include "pg/settings.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work.h"
 
@@ -221,6 +223,24 @@ void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
     run.done = run.position >= run.end_block;
 }
 
+void idempotency_batch(TaskRun& run, TimestampTz now, int batch);
+
+// Inside a routed call (a distributed install's perform_maintenance, one call per shard of the
+// work tables): the idempotency keys are a colocation group of their own, so the call for the
+// node's first shard purges every key shard on the node, to the end; the others none.
+void idempotency_on_node(TaskRun& run, TimestampTz now, int batch) {
+    for (int64_t shard : idempotency_shards_of_first_local_shard()) {
+        ShardTableOverride keys("wh_idempotency_keys", shard);
+        TaskRun one;
+        while (!one.done) {
+            idempotency_batch(one, now, batch);
+            one.started = true;
+        }
+        run.rows += one.rows;
+    }
+    run.done = true;
+}
+
 void idempotency_batch(TaskRun& run, TimestampTz now, int batch) {
     if (!run.started) run.position = DT_NOBEGIN;
     CachedPlan& plan = run.phase == 0 ? tombstone_plan : forget_keys_plan;
@@ -290,7 +310,12 @@ void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size) {
     }
     switch (task) {
         case Task::purge_old_deduplication: dedup_batch(run, now, batch_size); break;
-        case Task::purge_expired_idempotency: idempotency_batch(run, now, batch_size); break;
+        case Task::purge_expired_idempotency:
+            if (in_shard_scope())
+                idempotency_on_node(run, now, batch_size);
+            else
+                idempotency_batch(run, now, batch_size);
+            break;
         case Task::purge_dead_letters: dead_letters_batch(run, now, batch_size); break;
         case Task::purge_processed: processed_batch(run, now, batch_size); break;
     }
@@ -319,12 +344,26 @@ using namespace whizbang::pg;
 // perform_maintenance(p_now, p_batch_size) RETURNS TABLE(task_name, rows_affected, duration_ms,
 // status): every task to the end, in batches, inside the caller's transaction.
 WB_FUNCTION(wb_perform_maintenance) {
-    refuse_if_distributed("perform_maintenance");
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     TaskRun runs[kTaskCount];
-    {
+    if (distributed() && !in_shard_scope()) {
+        // Every shard's node purges its shard (and, once per node, its idempotency keys) in the
+        // caller's transaction; a task another run holds on a node is skipped there.
+        SpiConnection spi;
+        for (int anchor : anchor_per_shard()) {
+            uint64 rows = routed_call(anchor, "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
+                                      {TimestampTzGetDatum(now), Int32GetDatum(batch)}, {' ', ' '});
+            for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {
+                bool isnull = false;
+                runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
+                runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
+                if (text_from_datum(spi_value(r, 4, &isnull)) == "skipped") runs[r].skipped = true;
+            }
+        }
+        spi.finish();
+    } else {
         SpiConnection spi;
         for (int t = 0; t < kTaskCount; ++t)
             while (!runs[t].done) run_batch(static_cast<Task>(t), runs[t], now, batch);

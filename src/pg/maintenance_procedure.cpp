@@ -11,8 +11,9 @@
 // with a SET clause atomic (the setting could not be restored across a commit), and COMMIT then
 // fails. Each of its transactions sets search_path = pg_catalog, pg_temp itself instead, for the
 // duration of its batch, as a SET clause would (DESIGN §4).
-#include "pg/distributed.h"
 #include "pg/args.h"
+#include "pg/citus_route.h"
+#include "pg/distributed.h"
 #include "pg/maintenance.h"
 #include "pg/spi.h"
 
@@ -51,7 +52,6 @@ bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batc
 
 // run_maintenance(p_now, p_batch_size): reports one NOTICE per task.
 WB_FUNCTION(wb_run_maintenance) {
-    refuse_if_distributed("run_maintenance");
     if (!may_commit(fcinfo))
         throw SqlError(ERRCODE_ACTIVE_SQL_TRANSACTION, "whizbang.run_maintenance() cannot run inside a transaction block",
                        "It commits after every batch, which a transaction block, a function, or a procedure that "
@@ -61,7 +61,25 @@ WB_FUNCTION(wb_run_maintenance) {
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     TaskRun runs[kTaskCount];
-    {
+    if (distributed()) {
+        // A distributed install: each shard's node runs perform_maintenance next to its shard
+        // (once per node for the idempotency keys), one shard per transaction.
+        SpiConnection spi(/*nonatomic=*/true);
+        const std::vector<int> anchors = anchor_per_shard();
+        for (std::size_t k = 0; k < anchors.size(); ++k) {
+            if (k > 0) spi.commit();
+            uint64 rows = routed_call(anchors[k], "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
+                                      {TimestampTzGetDatum(now), Int32GetDatum(batch)}, {' ', ' '});
+            for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {
+                bool isnull = false;
+                runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
+                runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
+                runs[r].batches += 1;
+                if (text_from_datum(spi_value(r, 4, &isnull)) == "skipped") runs[r].skipped = true;
+            }
+        }
+        spi.finish();
+    } else {
         SpiConnection spi(/*nonatomic=*/true);
         // The last transaction is not committed here: it ends with the CALL.
         while (batches_in_safe_path(runs, now, batch)) spi.commit();

@@ -1,7 +1,9 @@
 // store_outbox_messages (DESIGN §3.3): messages an application sends, stored in its own
 // transaction with the business write, for a relay to claim and publish.
-#include "pg/distributed.h"
 #include "pg/args.h"
+#include "pg/distributed.h"
+#include "pg/message_route.h"
+#include "pg/shard_scope.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/work_store.h"
@@ -12,7 +14,6 @@ using namespace whizbang::pg;
 // store_outbox_messages(p_messages, p_instance_id, p_lease_expiry, p_now, p_partition_count)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean): one row per input
 WB_FUNCTION(wb_store_outbox_messages) {
-    refuse_if_distributed("store_outbox_messages");
     StoreOptions o;
     o.source = Source::outbox;
     o.function_name = "store_outbox_messages";
@@ -24,6 +25,17 @@ WB_FUNCTION(wb_store_outbox_messages) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
+    if (distributed() && !in_shard_scope()) {
+        // The relays listen on the coordinator: the wake-up is sent from here.
+        std::size_t created =
+            route_messages(fcinfo, "store_outbox_messages", messages, o.partition_count, RoutedRows::one_per_input);
+        if (created > 0) {
+            SpiConnection spi;
+            if (setting_bool("outbox_notify")) pg_call([] { Async_Notify("whizbang_outbox", nullptr); });
+            spi.finish();
+        }
+        return (Datum)0;
+    }
     std::vector<std::size_t> all(messages.size());
     for (std::size_t i = 0; i < all.size(); ++i) all[i] = i;
     SpiConnection spi;
@@ -32,7 +44,7 @@ WB_FUNCTION(wb_store_outbox_messages) {
     for (bool c : created) any = any || c;
     // The relay's wake-up: PostgreSQL folds identical notifications of one transaction into
     // one, delivers them at commit only, and drops them on rollback (of a savepoint too).
-    if (any && setting_bool("outbox_notify")) pg_call([] { Async_Notify("whizbang_outbox", nullptr); });
+    if (any && !in_shard_scope() && setting_bool("outbox_notify")) pg_call([] { Async_Notify("whizbang_outbox", nullptr); });
     spi.finish();
 
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);

@@ -9,11 +9,15 @@
 // rows in arrival order. A streamed row cannot go before an older row of its stream, so it
 // sorts by its "ready" time: the latest scheduled_for of the unfinished rows of its stream up
 // to itself (a running max, non-decreasing along the stream); ties keep the stream's order.
-#include "pg/distributed.h"
+#include <algorithm>
+
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
+#include "pg/citus_route.h"
+#include "pg/distributed.h"
 #include "pg/lease_store.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work.h"
 
@@ -88,7 +92,6 @@ using namespace whizbang::pg;
 // partition_number, handler_name, destination, message_type, envelope, metadata, scope, attempts,
 // consumer, scheduled_for, lease_expiry, last_error)
 WB_FUNCTION(wb_peek) {
-    refuse_if_distributed("peek");
     const std::optional<Source> source = source_arg(fcinfo, 0, true);
     std::optional<std::string> consumer;
     if (!PG_ARGISNULL(1)) consumer = consumer_arg(fcinfo, 1);
@@ -97,6 +100,20 @@ WB_FUNCTION(wb_peek) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
+    if (distributed() && !in_shard_scope()) {
+        // Each shard's pending rows in claim order, merged by due time (scheduled_for): exact
+        // within a shard, by due time across shards; the first p_limit.
+        std::vector<RoutedRow> rows = call_on_every_shard(fcinfo, "peek");
+        constexpr int kScheduledFor = 12;  // 0-based column of the result
+        std::stable_sort(rows.begin(), rows.end(), [](const RoutedRow& a, const RoutedRow& b) {
+            return DatumGetTimestampTz(a.values[kScheduledFor]) < DatumGetTimestampTz(b.values[kScheduledFor]);
+        });
+        if (rows.size() > static_cast<std::size_t>(limit)) rows.resize(limit);
+        for (std::size_t i = 0; i < rows.size(); ++i) rows[i].position = i;
+        put_in_order(rsinfo, rows);
+        spi.finish();
+        return (Datum)0;
+    }
     const std::string nulls = std::string(" ") + (consumer ? ' ' : 'n') + std::string(1 + kLeaseParams, ' ');
     std::vector<Datum> values{TimestampTzGetDatum(now), consumer ? text_datum(*consumer) : (Datum)0, Int32GetDatum(limit)};
     for (Datum d : lease_params(source)) values.push_back(d);

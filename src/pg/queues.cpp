@@ -5,10 +5,16 @@
 // (not due yet, not leased): the definitions of stats(), which sums these rows per source
 // (stats.cpp), so the two cannot disagree. Outbox rows have no consumer: NULL, as claim_work
 // and wh_dead_letters give it.
-#include "pg/distributed.h"
+#include <algorithm>
+#include <map>
+
 #include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/citus_route.h"
+#include "pg/distributed.h"
 #include "pg/lease_store.h"
 #include "pg/queues.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
 
 namespace whizbang::pg {
@@ -76,6 +82,36 @@ namespace {
 CachedPlan queues_plan(queue_counts_sql(), queue_counts_types());
 }  // namespace
 
+std::vector<QueueCounts> routed_queue_counts(TimestampTz now) {
+    std::map<std::pair<std::string, std::optional<std::string>>, QueueCounts> merged;
+    for (int anchor : anchor_per_shard()) {
+        uint64 rows = routed_call(anchor, "queues", {TIMESTAMPTZOID}, {TimestampTzGetDatum(now)}, {' '});
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false, no_consumer = false;
+            std::string source = text_from_datum(spi_value(r, 1, &isnull));
+            Datum c = spi_value(r, 2, &no_consumer);
+            std::optional<std::string> consumer;
+            if (!no_consumer) consumer = text_from_datum(c);
+            QueueCounts& q = merged[{source, consumer}];
+            q.source = source;
+            q.consumer = consumer;
+            auto num = [&](int col) {
+                bool n = false;
+                Datum d = spi_value(r, col, &n);
+                return n ? int64_t{0} : DatumGetInt64(d);
+            };
+            q.pending += num(3);
+            q.leased += num(4);
+            q.scheduled += num(5);
+            q.dead_lettered += num(6);
+            q.oldest_pending_seconds = std::max(q.oldest_pending_seconds, num(7));
+        }
+    }
+    std::vector<QueueCounts> out;
+    for (auto& [key, q] : merged) out.push_back(q);  // std::map order: source, then consumer (NULL first)
+    return out;
+}
+
 }  // namespace whizbang::pg
 
 using namespace whizbang;
@@ -84,11 +120,30 @@ using namespace whizbang::pg;
 // queues(p_now) RETURNS TABLE(source, consumer, pending, leased, scheduled, dead_lettered,
 // oldest_pending_seconds)
 WB_FUNCTION(wb_queues) {
-    refuse_if_distributed("queues");
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
+    if (distributed() && !in_shard_scope()) {
+        std::vector<QueueCounts> counts = routed_queue_counts(now);
+        std::vector<Datum> texts;
+        for (const QueueCounts& q : counts) {
+            texts.push_back(text_datum(q.source));
+            texts.push_back(q.consumer ? text_datum(*q.consumer) : (Datum)0);
+        }
+        pg_call([&] {
+            for (std::size_t i = 0; i < counts.size(); ++i) {
+                const QueueCounts& q = counts[i];
+                Datum values[7] = {texts[2 * i], texts[2 * i + 1], Int64GetDatum(q.pending), Int64GetDatum(q.leased),
+                                   Int64GetDatum(q.scheduled), Int64GetDatum(q.dead_lettered),
+                                   Int64GetDatum(q.oldest_pending_seconds)};
+                bool nulls[7] = {false, !q.consumer, false, false, false, false, false};
+                tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            }
+        });
+        spi.finish();
+        return (Datum)0;
+    }
     uint64 rows = queues_plan.execute(queue_counts_params(now));
     spi_rows_to_result(rsinfo, rows);
     spi.finish();

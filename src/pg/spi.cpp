@@ -3,36 +3,45 @@
 
 #include "pg/spi.h"
 
+#include "pg/shard_scope.h"
+
 namespace whizbang::pg {
 
-void CachedPlan::prepare(const std::vector<Datum>& values, const char* nulls) {
+SPIPlanPtr CachedPlan::prepare(const std::vector<Datum>& values, const char* nulls) {
     // A wrong count here would hand PostgreSQL a bad pointer: refuse it loudly instead.
     if (values.size() != arg_types_.size() || (nulls && strlen(nulls) != arg_types_.size()))
         throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: wrong number of parameters for: ") + sql_);
-    if (!plan_) {
-        plan_ = pg_call([&] {
-            SPIPlanPtr p = SPI_prepare_cursor(sql_.c_str(), static_cast<int>(arg_types_.size()), arg_types_.data(),
+    // Inside a routed call on a Citus node the statement names the local shards (shard_scope.h):
+    // one plan per shard, kept like the plain one.
+    const bool sharded = in_shard_scope();
+    std::string shard_text = sharded ? shard_sql(sql_) : std::string();
+    SPIPlanPtr& plan = sharded ? shard_plans_[shard_text] : plan_;
+    if (!plan) {
+        const std::string& text = sharded ? shard_text : sql_;
+        plan = pg_call([&] {
+            SPIPlanPtr p = SPI_prepare_cursor(text.c_str(), static_cast<int>(arg_types_.size()), arg_types_.data(),
                                               cursor_options_);
             if (p == nullptr) elog(ERROR, "whizbang: SPI_prepare failed: %s", SPI_result_code_string(SPI_result));
             SPI_keepplan(p);
             return p;
         });
     }
+    return plan;
 }
 
 uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) {
-    prepare(values, nulls);
+    SPIPlanPtr plan = prepare(values, nulls);
     return pg_call([&] {
-        int rc = SPI_execute_plan(plan_, const_cast<Datum*>(values.data()), nulls, false, 0);
+        int rc = SPI_execute_plan(plan, const_cast<Datum*>(values.data()), nulls, false, 0);
         if (rc < 0) elog(ERROR, "whizbang: SPI_execute_plan failed: %s", SPI_result_code_string(rc));
         return SPI_processed;
     });
 }
 
 uint64 CachedPlan::execute_latest(const std::vector<Datum>& values, const char* nulls) {
-    prepare(values, nulls);
+    SPIPlanPtr plan = prepare(values, nulls);
     return pg_call([&] {
-        int rc = SPI_execute_snapshot(plan_, const_cast<Datum*>(values.data()), nulls, GetLatestSnapshot(),
+        int rc = SPI_execute_snapshot(plan, const_cast<Datum*>(values.data()), nulls, GetLatestSnapshot(),
                                       InvalidSnapshot, false, false, 0);
         if (rc < 0) elog(ERROR, "whizbang: SPI_execute_snapshot failed: %s", SPI_result_code_string(rc));
         return SPI_processed;
@@ -40,10 +49,10 @@ uint64 CachedPlan::execute_latest(const std::vector<Datum>& values, const char* 
 }
 
 Portal CachedPlan::open_cursor(const std::vector<Datum>& values, const char* nulls) {
-    prepare(values, nulls);
+    SPIPlanPtr plan = prepare(values, nulls);
     // Not read-only: in READ COMMITTED the cursor then reads a snapshot taken now, not the
     // calling statement's.
-    return pg_call([&] { return SPI_cursor_open(nullptr, plan_, const_cast<Datum*>(values.data()), nulls, false); });
+    return pg_call([&] { return SPI_cursor_open(nullptr, plan, const_cast<Datum*>(values.data()), nulls, false); });
 }
 
 uint64 spi_fetch(Portal portal, long count) {

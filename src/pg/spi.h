@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "pg/bridge.h"
@@ -35,10 +36,11 @@ public:
     Portal open_cursor(const std::vector<Datum>& values, const char* nulls = nullptr);
 
 private:
-    void prepare(const std::vector<Datum>& values, const char* nulls);
+    SPIPlanPtr prepare(const std::vector<Datum>& values, const char* nulls);
     std::string sql_;
     std::vector<Oid> arg_types_;
     SPIPlanPtr plan_ = nullptr;
+    std::unordered_map<std::string, SPIPlanPtr> shard_plans_;  // by the statement's shard text
     int cursor_options_ = 0;
 };
 

@@ -1,11 +1,14 @@
 // stats() (DESIGN §3.7): one row per metric, counted now, in one statement (one snapshot), so
 // the figures agree with each other. Exact counts: the work tables are meant to stay small;
 // on a big dedup table the dedup_* metrics cost a scan of it.
-#include "pg/distributed.h"
+#include <algorithm>
+
 #include "pg/args.h"
 #include "pg/arrays.h"
+#include "pg/distributed.h"
 #include "pg/lease_store.h"
 #include "pg/queues.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work_wait.h"
 
@@ -50,6 +53,59 @@ CachedPlan stats_plan(
         "                            ('idempotency_tombstones', k.tombstones)) AS m(metric, value)",
     queue_counts_types());
 
+// The dedup and idempotency metrics as aggregates Citus runs on every shard.
+CachedPlan distributed_keys_plan(
+    "SELECT (SELECT pg_catalog.count(*) FROM whizbang.wh_message_deduplication),"
+    "  (SELECT COALESCE(pg_catalog.sum(observation_count OPERATOR(pg_catalog.-) 1"
+    "                                  OPERATOR(pg_catalog.-) conflict_count), 0)::pg_catalog.int8"
+    "     FROM whizbang.wh_message_deduplication),"
+    "  (SELECT COALESCE(pg_catalog.sum(conflict_count), 0)::pg_catalog.int8 FROM whizbang.wh_message_deduplication),"
+    "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'in_progress'),"
+    "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'completed'"
+    "      AND result_expires_at OPERATOR(pg_catalog.>) $1),"
+    "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'completed'"
+    "      AND result_expires_at OPERATOR(pg_catalog.<=) $1)",
+    {TIMESTAMPTZOID});
+
+// stats()' table metrics on a distributed install, in the single server's order: the work
+// metrics from every shard's queues() (routed_queue_counts), the key metrics from aggregates.
+// Not one snapshot: each shard and each aggregate counts at its own moment.
+void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
+    std::vector<std::pair<std::string, int64_t>> metrics;
+    const std::vector<QueueCounts> counts = routed_queue_counts(now);
+    for (const char* source : {"inbox", "outbox"}) {
+        int64_t pending = 0, leased = 0, scheduled = 0, dead = 0, oldest = 0;
+        for (const QueueCounts& q : counts) {
+            if (q.source != source) continue;
+            pending += q.pending;
+            leased += q.leased;
+            scheduled += q.scheduled;
+            dead += q.dead_lettered;
+            oldest = std::max(oldest, q.oldest_pending_seconds);
+        }
+        const std::string s(source);
+        metrics.insert(metrics.end(), {{s + "_pending", pending}, {s + "_leased", leased}, {s + "_scheduled", scheduled},
+                                       {s + "_dead_lettered", dead}, {s + "_oldest_pending_seconds", oldest}});
+    }
+    distributed_keys_plan.execute({TimestampTzGetDatum(now)});
+    const char* names[] = {"dedup_rows", "dedup_duplicates_observed", "dedup_conflicts_observed",
+                           "idempotency_in_progress", "idempotency_completed", "idempotency_tombstones"};
+    for (int c = 0; c < 6; ++c) {
+        bool isnull = false;
+        Datum d = spi_value(0, c + 1, &isnull);
+        metrics.emplace_back(names[c], isnull ? 0 : DatumGetInt64(d));
+    }
+    std::vector<Datum> texts;
+    for (const auto& m : metrics) texts.push_back(text_datum(m.first));
+    pg_call([&] {
+        for (std::size_t i = 0; i < metrics.size(); ++i) {
+            Datum values[2] = {texts[i], Int64GetDatum(metrics[i].second)};
+            bool nulls[2] = {false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+}
+
 }  // namespace
 }  // namespace whizbang::pg
 
@@ -58,13 +114,14 @@ using namespace whizbang::pg;
 
 // stats() RETURNS TABLE(metric text, value bigint)
 WB_FUNCTION(wb_stats) {
-    refuse_if_distributed("stats");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     const TimestampTz now = GetCurrentTransactionStartTimestamp();
-    uint64 rows = stats_plan.execute(queue_counts_params(now));
-    spi_rows_to_result(rsinfo, rows);
+    if (distributed() && !in_shard_scope())
+        distributed_table_metrics(rsinfo, now);
+    else
+        spi_rows_to_result(rsinfo, stats_plan.execute(queue_counts_params(now)));
     // The lease store (DESIGN §3.8): which one runs, and the shared table's capacity and use.
     const shm::Usage u = shm::usage();
     const WaitCounts w = wait_counts();

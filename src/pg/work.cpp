@@ -12,7 +12,6 @@
 #include <set>
 
 #include "core/backoff.h"
-#include "pg/distributed.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -20,6 +19,10 @@
 #include "pg/settings.h"
 #include "pg/spi.h"
 #include "pg/work.h"
+
+#include "pg/citus_route.h"
+#include "pg/distributed.h"
+#include "pg/shard_scope.h"
 #include "pg/work_wait.h"
 
 namespace whizbang::pg {
@@ -159,30 +162,43 @@ const char* const kDeleteWork =
     " w AS (DELETE FROM whizbang.wh_inbox_work w USING u"
     "        WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
     "       RETURNING w.message_id, w.consumer, w.attempts, COALESCE(u.error, w.last_error) AS error),";
-const char* const kDeadLetterColumns =
-    "INSERT INTO whizbang.wh_dead_letters (source, consumer, message_id, handler_name, destination, message_type,"
-    "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at)";
-CachedPlan dead_letter_plans[2] = {
-    CachedPlan(std::string(kDeleteWork) +
-                   " m AS (DELETE FROM whizbang.wh_inbox i USING w"
-                   "        WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
-                   "          AND i.consumer OPERATOR(pg_catalog.=) w.consumer"
-                   "       RETURNING i.*)" +
-                   kDeadLetterColumns +
-                   "SELECT 'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope,"
-                   "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4"
-                   "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
-                   "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer",
-               {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}),
-    CachedPlan(outbox_twin(kDeleteWork) +
-                   " m AS (DELETE FROM whizbang.wh_outbox o USING w"
-                   "        WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id"
-                   "       RETURNING o.*)" +
-                   kDeadLetterColumns +
-                   "SELECT 'outbox', NULL, m.message_id, NULL, m.destination, m.message_type, m.event_data,"
-                   "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, w.attempts, w.error, $4"
-                   "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id",
-               {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID})};
+// `sharded`: inside a routed call on a Citus node (shard_scope.h). A shard has no identity
+// default, so the id is made there: the node's group id in the top 16 bits and the node's own
+// sequence below, unique across the cluster as Citus makes its bigint identities.
+std::string dead_letter_sql(Source source, bool sharded) {
+    std::string sql = source == Source::inbox ? std::string(kDeleteWork) : outbox_twin(kDeleteWork);
+    sql += source == Source::inbox ? " m AS (DELETE FROM whizbang.wh_inbox i USING w"
+                                     "        WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
+                                     "          AND i.consumer OPERATOR(pg_catalog.=) w.consumer"
+                                     "       RETURNING i.*)"
+                                   : " m AS (DELETE FROM whizbang.wh_outbox o USING w"
+                                     "        WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id"
+                                     "       RETURNING o.*)";
+    sql += "INSERT INTO whizbang.wh_dead_letters (";
+    if (sharded) sql += "dead_letter_id, ";
+    sql += "source, consumer, message_id, handler_name, destination, message_type,"
+           "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at,"
+           "  partition_number) SELECT ";
+    if (sharded)
+        sql += "((SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)::pg_catalog.int8 OPERATOR(pg_catalog.<<) 48)"
+               " OPERATOR(pg_catalog.|) pg_catalog.nextval('whizbang.wh_dead_letters_dead_letter_id_seq'), ";
+    sql += source == Source::inbox
+               ? "'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope,"
+                 "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4,"
+                 "       m.partition_number"
+                 "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
+                 "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer"
+               : "'outbox', NULL, m.message_id, NULL, m.destination, m.message_type, m.event_data,"
+                 "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, w.attempts, w.error, $4,"
+                 "       m.partition_number"
+                 "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id";
+    return sql;
+}
+CachedPlan dead_letter_plans[2][2] = {
+    {CachedPlan(dead_letter_sql(Source::inbox, false), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}),
+     CachedPlan(dead_letter_sql(Source::inbox, true), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID})},
+    {CachedPlan(dead_letter_sql(Source::outbox, false), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}),
+     CachedPlan(dead_letter_sql(Source::outbox, true), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID})}};
 
 struct Pick {
     core::Uuid id{};
@@ -458,6 +474,8 @@ std::optional<Source> source_arg(FunctionCallInfo fcinfo, int argno, bool allow_
 bool outbox_installed() { return OidIsValid(work_table(Source::outbox)); }
 
 int64_t next_lease_token() {
+    // A routed call: the coordinator's token, the same on every node of the call.
+    if (const int64_t routed = shard_scope_token(); routed > 0) return routed;
     if (shared_leases_active()) return shm::next_token();
     static CachedPlan plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
     plan.execute({});
@@ -468,7 +486,7 @@ int64_t next_lease_token() {
 Oid work_table(Source source) {
     return pg_call([source] {
         Oid schema = get_namespace_oid("whizbang", true);
-        return OidIsValid(schema) ? get_relname_relid(source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work", schema)
+        return OidIsValid(schema) ? whizbang_relid_unguarded(source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work")
                                   : InvalidOid;
     });
 }
@@ -595,8 +613,59 @@ void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::v
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
     if (ids.empty()) return;
     ++dead_letter_calls;
-    dead_letter_plans[static_cast<int>(source)].execute(
+    dead_letter_plans[static_cast<int>(source)][in_shard_scope() ? 1 : 0].execute(
         {uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
+}
+
+// claim_work on a distributed install: asks the nodes shard by shard (starting at another shard
+// each call, so no shard waits behind the others), each for what is still missing of p_max_rows,
+// and appends their rows to the result. Returns how many rows it handed out.
+int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, int max_rows, TimestampTz now) {
+    const int nargs = PG_NARGS();
+    const std::vector<Oid> types = argument_types(fcinfo);
+    SpiConnection spi;
+    // (anchor partition, the partitions of that shard asked for; empty: all of them)
+    std::vector<std::pair<int, std::vector<int>>> parts;
+    if (partitions) {
+        for (const auto& [shard, positions] : group_by_shard(*partitions)) {
+            std::vector<int> mine;
+            for (std::size_t i : positions) mine.push_back((*partitions)[i]);
+            parts.emplace_back(mine.front(), mine);
+        }
+    } else {
+        for (int anchor : anchor_per_shard()) parts.emplace_back(anchor, std::vector<int>{});
+    }
+    static unsigned start = 0;
+    const std::size_t first = parts.empty() ? 0 : (start++) % parts.size();
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    const int64_t token = coordinator_lease_token();  // one token for the whole claim, as on one server
+    int handed = 0;
+    for (std::size_t k = 0; k < parts.size() && handed < max_rows; ++k) {
+        const auto& [anchor, mine] = parts[(first + k) % parts.size()];
+        std::vector<Datum> values(nargs);
+        std::vector<char> nulls(nargs, ' ');
+        for (int i = 0; i < nargs; ++i) {
+            nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+            values[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
+        }
+        values[2] = Int32GetDatum(max_rows - handed);  // p_max_rows
+        values[4] = mine.empty() ? (Datum)0 : int4_array(mine);
+        nulls[4] = mine.empty() ? 'n' : ' ';
+        values[7] = TimestampTzGetDatum(now);  // p_now: the claim's time, the wait included
+        nulls[7] = ' ';
+        if (nargs > 9) {  // p_wait: the coordinator waits, each node looks once
+            values[9] = pg_call([] {
+                Interval* zero = static_cast<Interval*>(palloc0(sizeof(Interval)));
+                return IntervalPGetDatum(zero);
+            });
+            nulls[9] = ' ';
+        }
+        uint64 rows = routed_call(anchor, "claim_work", types, values, nulls, token);
+        spi_rows_to_result(rsinfo, rows);
+        handed += static_cast<int>(rows);
+    }
+    spi.finish();
+    return handed;
 }
 
 }  // namespace whizbang::pg
@@ -608,7 +677,6 @@ using namespace whizbang::pg;
 //            p_max_per_stream, p_now, p_consumer, p_wait) RETURNS TABLE(source, message_id, ...)
 // (a database still at 0.6.0 calls it without p_wait)
 WB_FUNCTION(wb_claim_work) {
-    refuse_if_distributed("claim_work");
     require_not_null(fcinfo, 0, "p_instance_id");
     Claim c;
     c.instance = uuid_from_datum(PG_GETARG_DATUM(0));
@@ -702,8 +770,22 @@ WB_FUNCTION(wb_claim_work) {
         spi.finish();
         return max_rows - c.max_rows;
     };
+    // On a distributed install the coordinator claims shard by shard, each part on the node of
+    // its shard (citus_route.h); p_wait polls between looks here (the commits that store work
+    // happen on the workers).
+    const bool routed = distributed() && !in_shard_scope();
+    std::function<int(int64_t)> look = try_claim;
+    if (routed) {
+        require_distributed_partition_count(c.partition_count);
+        look = [&](int64_t elapsed_us) {
+            std::optional<LookMemory> memory;
+            if (looks++ > 0) memory.emplace();
+            return routed_claim(fcinfo, PG_ARGISNULL(4) ? nullptr : &partitions, max_rows,
+                                add_to_timestamp(p_now, elapsed_us, "p_now + the time waited"));
+        };
+    }
     if (wait_us == 0) {
-        (void)try_claim(0);
+        (void)look(0);
         return (Datum)0;
     }
 
@@ -734,6 +816,6 @@ WB_FUNCTION(wb_claim_work) {
         int64_t after_us = 0;
         return due == PG_INT64_MAX || __builtin_sub_overflow(due, p_now, &after_us) ? core::kNever : after_us;
     };
-    claim_with_wait(wait_us, filter, try_claim, wrote, next_due);
+    claim_with_wait(wait_us, filter, look, wrote, routed ? NextDue([](int64_t) { return core::kNever; }) : next_due);
     return (Datum)0;
 }

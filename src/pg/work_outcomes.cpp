@@ -12,6 +12,8 @@
 
 #include "core/backoff.h"
 #include "pg/distributed.h"
+#include "pg/shard_scope.h"
+#include "pg/work_route.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
@@ -282,10 +284,13 @@ using namespace whizbang::pg;
 
 // complete_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
 WB_FUNCTION(wb_complete_work) {
-    refuse_if_distributed("complete_work");
     Named n;
     read_named(fcinfo, n, 2, false, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (distributed() && !in_shard_scope()) {
+        route_outcomes(fcinfo, "complete_work", n.source, n.ids, n.consumer);
+        return (Datum)0;
+    }
     SpiConnection spi;
     find_named(n);
     std::vector<core::Uuid> done;
@@ -306,7 +311,6 @@ WB_FUNCTION(wb_complete_work) {
 
 // fail_work(p_source, p_message_ids, p_errors, p_lease_tokens, p_retryable, p_consumer, p_now)
 WB_FUNCTION(wb_fail_work) {
-    refuse_if_distributed("fail_work");
     Named n;
     read_named(fcinfo, n, 3, false, 5, 6);
     auto errors = nullable_text_array_arg(fcinfo, 2, "p_errors");
@@ -314,6 +318,10 @@ WB_FUNCTION(wb_fail_work) {
     auto retryable = bool_array_arg(fcinfo, 4, "p_retryable");
     if (retryable) require_same_length(n.ids.size(), "p_message_ids", retryable->size(), "p_retryable");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (distributed() && !in_shard_scope()) {
+        route_outcomes(fcinfo, "fail_work", n.source, n.ids, n.consumer);
+        return (Datum)0;
+    }
 
     SpiConnection spi;
     find_named(n);
@@ -366,13 +374,16 @@ WB_FUNCTION(wb_fail_work) {
 
 // renew_leases(p_source, p_message_ids, p_lease_tokens, p_lease_seconds, p_consumer, p_now)
 WB_FUNCTION(wb_renew_leases) {
-    refuse_if_distributed("renew_leases");
     Named n;
     read_named(fcinfo, n, 2, true, 4, 5);
     require_not_null(fcinfo, 3, "p_lease_seconds");
     int seconds = PG_GETARG_INT32(3);
     if (seconds < 1) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_lease_seconds must be at least 1");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (distributed() && !in_shard_scope()) {
+        route_outcomes(fcinfo, "renew_leases", n.source, n.ids, n.consumer);
+        return (Datum)0;
+    }
     SpiConnection spi;
     find_named(n);
     std::vector<core::Uuid> renew;
@@ -394,10 +405,13 @@ WB_FUNCTION(wb_renew_leases) {
 
 // release_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
 WB_FUNCTION(wb_release_work) {
-    refuse_if_distributed("release_work");
     Named n;
     read_named(fcinfo, n, 2, true, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (distributed() && !in_shard_scope()) {
+        route_outcomes(fcinfo, "release_work", n.source, n.ids, n.consumer);
+        return (Datum)0;
+    }
     SpiConnection spi;
     find_named(n);
     std::vector<core::Uuid> release;
@@ -422,10 +436,13 @@ WB_FUNCTION(wb_release_work) {
 // stays (its holder completes or fails it; cancel it after the lease ends). A lapsed lease is
 // no lease, as for claims. Cancelling a stream's head makes the next row the head.
 WB_FUNCTION(wb_cancel_work) {
-    refuse_if_distributed("cancel_work");
     Named n;
     read_named(fcinfo, n, -1, false, 2, 3);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (distributed() && !in_shard_scope()) {
+        route_outcomes(fcinfo, "cancel_work", n.source, n.ids, n.consumer);
+        return (Datum)0;
+    }
     SpiConnection spi;
     lock_named(n);
     std::vector<core::Uuid> cancelled;
@@ -485,12 +502,12 @@ CachedPlan mark_published_plan(
 // ids that are unknown, NULL, repeated or already completed are no-ops. One statement, which
 // locks the rows in id order first, as every other call that changes work rows does.
 WB_FUNCTION(wb_complete_outbox_published) {
-    refuse_if_distributed("complete_outbox_published");
     std::vector<core::Uuid> ids = uuid_array_arg(fcinfo, 0, "p_ids", false, true).value_or(std::vector<core::Uuid>{});
     const bool debug_arg = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) PG_RETURN_INT32(0);
+    if (distributed() && !in_shard_scope()) PG_RETURN_INT32(route_published(fcinfo, ids));
     // Shared-memory store: the published rows' leases end with this transaction (in debug mode
     // the rows stay, processed, and no delete trigger would end them).
     if (shared_leases_active())

@@ -11,6 +11,8 @@
 #include "core/partition.h"
 #include "pg/work_pick_reader.h"
 
+#include "pg/shard_scope.h"
+
 extern "C" {
 #include "access/stratnum.h"
 #include "executor/tuptable.h"
@@ -67,11 +69,11 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
     const TableNames& names = kNames[static_cast<int>(source)];
     // Everything below runs on the PostgreSQL side: no C++ object is created and nothing throws.
     const bool read = pg_call([&]() -> bool {
-        const Oid ns = get_namespace_oid("whizbang", false);
-        const Oid work_id = get_relname_relid(names.work, ns), messages_id = get_relname_relid(names.messages, ns);
-        const Oid work_pkey_id = get_relname_relid(names.work_pkey, ns),
-                  stream_id = get_relname_relid(names.stream_index, ns),
-                  messages_pkey_id = get_relname_relid(names.messages_pkey, ns);
+        // Inside a routed call on a Citus node: the local shards (shard_scope.h).
+        const Oid work_id = whizbang_relid_unguarded(names.work), messages_id = whizbang_relid_unguarded(names.messages);
+        const Oid work_pkey_id = whizbang_relid_unguarded(names.work_pkey),
+                  stream_id = whizbang_relid_unguarded(names.stream_index),
+                  messages_pkey_id = whizbang_relid_unguarded(names.messages_pkey);
         if (!OidIsValid(work_id) || !OidIsValid(messages_id) || !OidIsValid(work_pkey_id) || !OidIsValid(stream_id) ||
             !OidIsValid(messages_pkey_id))
             return false;
@@ -191,8 +193,7 @@ bool DueRowScan::open(Source source, TimestampTz now) {
     const char* work = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
     const char* due = source == Source::inbox ? "wh_inbox_work_due" : "wh_outbox_work_due";
     return pg_call([&]() -> bool {
-        const Oid ns = get_namespace_oid("whizbang", false);
-        const Oid heap_id = get_relname_relid(work, ns), index_id = get_relname_relid(due, ns);
+        const Oid heap_id = whizbang_relid_unguarded(work), index_id = whizbang_relid_unguarded(due);
         if (!OidIsValid(heap_id) || !OidIsValid(index_id)) return false;
         AclResult acl = pg_class_aclcheck(heap_id, GetUserId(), ACL_SELECT);
         if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, work);

@@ -12,6 +12,7 @@
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/lease_store.h"
+#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work_store.h"
 #include "pg/work_wait.h"
@@ -20,11 +21,12 @@ namespace whizbang::pg {
 namespace {
 
 WorkPlan number_streams_plan(
-    "INSERT INTO whizbang.wh_inbox_streams AS s (consumer, stream_id, last_seq)"
-    " SELECT $1, u.stream_id, u.n FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(stream_id, n)"
+    "INSERT INTO whizbang.wh_inbox_streams AS s (consumer, stream_id, last_seq, partition_number)"
+    " SELECT $1, u.stream_id, u.n, u.part"
+    " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(stream_id, n, part)"
     " ON CONFLICT (stream_id, consumer) DO UPDATE SET last_seq = s.last_seq OPERATOR(pg_catalog.+) excluded.last_seq"
     " RETURNING s.stream_id, s.last_seq",
-    {TEXTOID, UUIDARRAYOID, INT8ARRAYOID});
+    {TEXTOID, UUIDARRAYOID, INT8ARRAYOID, INT4ARRAYOID});
 
 WorkPlan busy_streams_plan(
     "SELECT DISTINCT w.stream_id FROM whizbang.wh_inbox_work w"
@@ -34,29 +36,31 @@ WorkPlan busy_streams_plan(
 
 CachedPlan insert_inbox_plan(
     "INSERT INTO whizbang.wh_inbox (consumer, message_id, handler_name, message_type, envelope, metadata, scope,"
-    "  stream_id, is_event, sent_at, received_at)"
-    " SELECT $1, u.id, u.handler, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, u.sent_at, $2"
+    "  stream_id, is_event, sent_at, received_at, partition_number)"
+    " SELECT $1, u.id, u.handler, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, u.sent_at, $2,"
+    "  u.part"
     " FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
     "  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10),"
-    "  pg_catalog.unnest($11))"
-    "  AS u(id, handler, type, envelope, metadata, scope, stream_id, is_event, sent_at)",
+    "  pg_catalog.unnest($11), pg_catalog.unnest($12))"
+    "  AS u(id, handler, type, envelope, metadata, scope, stream_id, is_event, sent_at, part)",
     {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, JSONBARRAYOID,
-     UUIDARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID});
+     UUIDARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID});
 
 // No dedup table for the outbox (DESIGN §3.3): the primary key decides, and an id already stored
 // is left as it is. Inserted in id order (see above).
 CachedPlan insert_outbox_plan(
     "INSERT INTO whizbang.wh_outbox (message_id, destination, message_type, event_data, metadata, scope, stream_id,"
-    "  is_event, created_at)"
-    " SELECT u.id, u.destination, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, $1"
+    "  is_event, created_at, partition_number)"
+    " SELECT u.id, u.destination, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, $1, u.part"
     " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
-    "  pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9))"
-    "  AS u(id, destination, type, envelope, metadata, scope, stream_id, is_event)"
+    "  pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9),"
+    "  pg_catalog.unnest($10))"
+    "  AS u(id, destination, type, envelope, metadata, scope, stream_id, is_event, part)"
     " ORDER BY u.id"
     " ON CONFLICT (message_id) DO NOTHING"
     " RETURNING message_id",
     {TIMESTAMPTZOID, UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, JSONBARRAYOID,
-     UUIDARRAYOID, BOOLARRAYOID});
+     UUIDARRAYOID, BOOLARRAYOID, INT4ARRAYOID});
 
 WorkPlan insert_work_plan(
     "INSERT INTO whizbang.wh_inbox_work (consumer, message_id, stream_id, stream_seq, partition_number, scheduled_for,"
@@ -69,14 +73,23 @@ WorkPlan insert_work_plan(
      TIMESTAMPTZARRAYOID, BOOLARRAYOID});
 
 WorkPlan insert_preleased_plan(
-    "INSERT INTO whizbang.wh_inbox_preleased (instance_id, consumer, message_id, lease_token)"
-    " SELECT $1, $2, u.id, $3 FROM pg_catalog.unnest($4) AS u(id)",
-    {UUIDOID, TEXTOID, INT8OID, UUIDARRAYOID});
+    "INSERT INTO whizbang.wh_inbox_preleased (instance_id, consumer, message_id, lease_token, partition_number)"
+    " SELECT $1, $2, u.id, $3, u.part FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(id, part)",
+    {UUIDOID, TEXTOID, INT8OID, UUIDARRAYOID, INT4ARRAYOID});
 
+
+// The distribution column of rows written for `keys` (docs/scaleout.md): their partition inside a
+// routed call on a Citus node (shard_scope.h), NULL on a single server.
+Datum distribution_column(const std::vector<core::Uuid>& keys, int partition_count) {
+    std::vector<std::optional<int>> parts(keys.size());
+    if (in_shard_scope())
+        for (std::size_t k = 0; k < keys.size(); ++k) parts[k] = core::partition_of(keys[k], partition_count);
+    return nullable_int4_array(parts);
+}
 
 // Per new message (by input index): its arrival number within its stream.
 std::map<std::size_t, int64_t> number_streams(Source source, Datum consumer, const std::vector<Message>& messages,
-                                              const std::vector<std::size_t>& fresh) {
+                                              const std::vector<std::size_t>& fresh, int partition_count) {
     std::map<core::Uuid, int64_t> per_stream;  // sorted: counters are locked in one order
     for (std::size_t i : fresh)
         if (messages[i].stream_id) ++per_stream[*messages[i].stream_id];
@@ -88,7 +101,8 @@ std::map<std::size_t, int64_t> number_streams(Source source, Datum consumer, con
         streams.push_back(stream);
         counts.push_back(n);
     }
-    uint64 rows = number_streams_plan[source].execute({consumer, uuid_array(streams), int8_array(counts)});
+    uint64 rows = number_streams_plan[source].execute(
+        {consumer, uuid_array(streams), int8_array(counts), distribution_column(streams, partition_count)});
     std::map<core::Uuid, int64_t> next;  // first number of this batch, per stream
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false;
@@ -118,10 +132,11 @@ std::set<core::Uuid> busy_streams(Source source, Datum consumer, const std::vect
 
 // The message columns of messages[rows[k]], as SQL arrays.
 struct MessageColumns {
-    Datum ids, targets, types, envelopes, metadata, scopes, streams, is_event, sent;
+    Datum ids, targets, types, envelopes, metadata, scopes, streams, is_event, sent, partitions;
 };
 
-MessageColumns message_columns(const std::vector<Message>& messages, const std::vector<std::size_t>& rows) {
+MessageColumns message_columns(const std::vector<Message>& messages, const std::vector<std::size_t>& rows,
+                               int partition_count) {
     const std::size_t n = rows.size();
     std::vector<core::Uuid> ids(n);
     std::vector<std::optional<core::Uuid>> streams(n);
@@ -129,9 +144,11 @@ MessageColumns message_columns(const std::vector<Message>& messages, const std::
     std::vector<Datum> envelopes(n), metadata(n), scopes(n);
     std::vector<char> no_nulls(n, 0), metadata_nulls(n, 0), scope_nulls(n, 0), is_event(n);
     std::vector<std::optional<TimestampTz>> sent(n);
+    std::vector<core::Uuid> keys(n);  // the partition key: the stream, or the message
     for (std::size_t k = 0; k < n; ++k) {
         const Message& m = messages[rows[k]];
         ids[k] = m.id;
+        keys[k] = m.stream_id.value_or(m.id);
         streams[k] = m.stream_id;
         targets[k] = m.target;
         types[k] = m.message_type;
@@ -145,16 +162,17 @@ MessageColumns message_columns(const std::vector<Message>& messages, const std::
     }
     return {uuid_array(ids), text_array(targets), text_array(types), datum_array(envelopes, no_nulls, JSONBOID),
             datum_array(metadata, metadata_nulls, JSONBOID), datum_array(scopes, scope_nulls, JSONBOID),
-            uuid_array(streams), bool_array(is_event), optional_timestamptz_array(sent)};
+            uuid_array(streams), bool_array(is_event), optional_timestamptz_array(sent),
+            distribution_column(keys, partition_count)};
 }
 
 // Writes the message rows; returns the elements of `fresh` that were written.
 std::vector<std::size_t> write_messages(const StoreOptions& o, const std::vector<Message>& messages,
                                         const std::vector<std::size_t>& fresh) {
     if (o.source == Source::inbox) {
-        MessageColumns c = message_columns(messages, fresh);
+        MessageColumns c = message_columns(messages, fresh, o.partition_count);
         insert_inbox_plan.execute({text_datum(o.consumer), TimestampTzGetDatum(o.now), c.ids, c.targets, c.types,
-                                   c.envelopes, c.metadata, c.scopes, c.streams, c.is_event, c.sent});
+                                   c.envelopes, c.metadata, c.scopes, c.streams, c.is_event, c.sent, c.partitions});
         return fresh;
     }
     // A repeated id inside the batch: its first occurrence is the one stored.
@@ -162,9 +180,9 @@ std::vector<std::size_t> write_messages(const StoreOptions& o, const std::vector
     std::set<core::Uuid> seen;
     for (std::size_t i : fresh)
         if (seen.insert(messages[i].id).second) first.push_back(i);
-    MessageColumns c = message_columns(messages, first);
+    MessageColumns c = message_columns(messages, first, o.partition_count);
     uint64 rows = insert_outbox_plan.execute({TimestampTzGetDatum(o.now), c.ids, c.targets, c.types, c.envelopes,
-                                              c.metadata, c.scopes, c.streams, c.is_event});
+                                              c.metadata, c.scopes, c.streams, c.is_event, c.partitions});
     std::set<core::Uuid> written;
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false;
@@ -180,7 +198,7 @@ std::vector<std::size_t> write_messages(const StoreOptions& o, const std::vector
 void write_work(const StoreOptions& o, const std::vector<Message>& messages, const std::vector<std::size_t>& fresh) {
     const Source source = o.source;
     Datum consumer = text_datum(o.consumer);
-    std::map<std::size_t, int64_t> seq = number_streams(source, consumer, messages, fresh);
+    std::map<std::size_t, int64_t> seq = number_streams(source, consumer, messages, fresh, o.partition_count);
     std::set<core::Uuid> busy;
     int64_t token = 0;
     if (o.instance) {
@@ -241,12 +259,16 @@ void write_work(const StoreOptions& o, const std::vector<Message>& messages, con
     for (std::size_t k = 0; k < n; ++k)
         if (!pre_leased[k]) note_work(source, o.consumer, streams[k].value_or(ids[k]), due[k], o.now);
     if (o.instance) {
-        std::vector<core::Uuid> leased;
+        std::vector<core::Uuid> leased, leased_keys;
         for (std::size_t k = 0; k < n; ++k)
-            if (pre_leased[k]) leased.push_back(ids[k]);
+            if (pre_leased[k]) {
+                leased.push_back(ids[k]);
+                leased_keys.push_back(streams[k].value_or(ids[k]));
+            }
         if (!leased.empty())
             insert_preleased_plan[source].execute({PointerGetDatum(o.instance->data()), consumer,
-                                                   Int64GetDatum(token), uuid_array(leased)});
+                                                   Int64GetDatum(token), uuid_array(leased),
+                                                   distribution_column(leased_keys, o.partition_count)});
     }
 }
 

@@ -3,6 +3,8 @@
 
 #include "pg/work_wait.h"
 
+#include "pg/distributed.h"
+
 extern "C" {
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -54,7 +56,8 @@ void claim_with_wait(int64_t wait_us, const core::WaitFilter& filter, const std:
                      const std::function<bool()>& wrote, const NextDue& next_due) {
     const TimestampTz start = GetCurrentTimestamp();
     const TimestampTz deadline = deadline_of(start, wait_us);
-    const bool woken_by_commits = waiters::available();
+    // A distributed install stores its work on the workers: no commit here wakes the waiter.
+    const bool woken_by_commits = waiters::available() && !distributed();
     // Registered before the first look, so that a commit between that look and the sleep wakes it.
     Registration registration(woken_by_commits ? &filter : nullptr);
     long poll_ms = kFirstPollMs;

@@ -15,7 +15,7 @@ SELECT throws_ok($$SELECT whizbang.distribute()$$, '55000',
                  'distribute() without Citus: 55000, with what it needs');
 SELECT is((SELECT count(*)::int FROM information_schema.columns
             WHERE table_schema = 'whizbang' AND column_name = 'partition_number' AND data_type = 'integer'),
-          10, 'the ten tables of a message carry partition_number');
+          11, 'the ten tables of a message and the routing anchor wh_partitions carry partition_number');
 SELECT is((SELECT count(*)::int FROM information_schema.columns
             WHERE table_schema = 'whizbang' AND column_name = 'partition_number' AND is_nullable = 'YES'),
           8, 'the new columns are nullable (the work tables'' have been NOT NULL since 0.3.0)');

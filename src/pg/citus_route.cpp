@@ -1,0 +1,195 @@
+#include <algorithm>
+#include <string>
+
+#include "pg/arrays.h"  // before any PostgreSQL header: it includes src/core
+#include "pg/citus_route.h"
+#include "pg/shard_scope.h"
+#include "pg/spi.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+}
+
+namespace whizbang::pg {
+
+std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int>& partitions) {
+    std::map<int64_t, std::vector<std::size_t>> groups;
+    if (partitions.empty()) return groups;
+    std::vector<int64_t> shards(partitions.size(), 0);
+    Datum array = int4_array(partitions);
+    pg_call([&] {
+        Oid types[1] = {INT4ARRAYOID};
+        Datum values[1] = {array};
+        int rc = SPI_execute_with_args(
+            "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
+            "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+            1, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT || SPI_processed != partitions.size())
+            elog(ERROR, "whizbang: could not find the shards of %zu partitions", partitions.size());
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool isnull = false;
+            shards[r] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        }
+    });
+    for (std::size_t i = 0; i < partitions.size(); ++i) groups[shards[i]].push_back(i);
+    return groups;
+}
+
+const std::vector<int>& anchor_per_shard() {
+    static std::vector<int> anchors;
+    static TimestampTz loaded_at = 0;
+    const TimestampTz now = GetCurrentTimestamp();
+    if (anchors.empty() || now - loaded_at > 60 * USECS_PER_SEC) {
+        std::vector<int> all(kDistributedPartitionCount);
+        for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
+        std::vector<int> fresh;
+        for (const auto& [shard, positions] : group_by_shard(all)) fresh.push_back(all[positions.front()]);
+        anchors = std::move(fresh);
+        loaded_at = now;
+    }
+    return anchors;
+}
+
+int64_t coordinator_lease_token() {
+    static CachedPlan plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
+    plan.execute({});
+    bool isnull = false;
+    return DatumGetInt64(spi_value(0, 1, &isnull));
+}
+
+uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
+                   const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token) {
+    // The no-op DELETE in the WITH clause makes Citus count the node as written to, so a
+    // transaction that reaches two nodes commits with PREPARE TRANSACTION on both (a plain
+    // router SELECT would be committed node by node). It deletes nothing: no row has a NULL
+    // partition number. The whole query goes to the one node of the partition's shard, where
+    // wh_partitions is the shard's, and the LATERAL call runs there.
+    std::string sql =
+        "WITH w AS (DELETE FROM whizbang.wh_partitions x"
+        " WHERE x.partition_number OPERATOR(pg_catalog.=) $1 AND x.partition_number IS NULL RETURNING 1)"
+        " SELECT r.* FROM whizbang.wh_partitions a CROSS JOIN LATERAL whizbang.";
+    sql += function;
+    const std::string token_param = "$" + std::to_string(values.size() + 2);
+    sql += "(whizbang._on_shard(a.partition_number, $2, " + token_param + ")";
+    for (std::size_t i = 1; i < values.size(); ++i) sql += ", $" + std::to_string(i + 2);
+    sql += ") AS r WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
+
+    std::vector<Oid> all_types{INT4OID};
+    all_types.insert(all_types.end(), types.begin(), types.end());
+    std::vector<Datum> all_values{Int32GetDatum(partition)};
+    all_values.insert(all_values.end(), values.begin(), values.end());
+    std::string all_nulls(1, ' ');
+    for (char n : nulls) all_nulls += n == 'n' ? 'n' : ' ';
+    all_types.push_back(INT8OID);
+    all_values.push_back(Int64GetDatum(token));
+    all_nulls += token > 0 ? ' ' : 'n';
+    return pg_call([&] {
+        int rc = SPI_execute_with_args(sql.c_str(), static_cast<int>(all_values.size()), all_types.data(),
+                                       all_values.data(), all_nulls.c_str(), false, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: routed call of %s failed: %s", function, SPI_result_code_string(rc));
+        return SPI_processed;
+    });
+}
+
+std::vector<Oid> argument_types(FunctionCallInfo fcinfo) {
+    const int nargs = PG_NARGS();
+    std::vector<Oid> types(nargs);
+    pg_call([&] {
+        for (int i = 0; i < nargs; ++i) types[i] = get_fn_expr_argtype(fcinfo->flinfo, i);
+    });
+    for (Oid t : types)
+        if (!OidIsValid(t)) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a routed call needs its argument types");
+    return types;
+}
+
+Datum slice_array(Datum array, const std::vector<std::size_t>& positions) {
+    return pg_call([&] {
+        ArrayType* a = DatumGetArrayTypeP(array);
+        const Oid element = ARR_ELEMTYPE(a);
+        int16 length = 0;
+        bool byval = false;
+        char align = 0;
+        get_typlenbyvalalign(element, &length, &byval, &align);
+        Datum* values = nullptr;
+        bool* nulls = nullptr;
+        int n = 0;
+        deconstruct_array(a, element, length, byval, align, &values, &nulls, &n);
+        Datum* out = static_cast<Datum*>(palloc(sizeof(Datum) * (positions.size() + 1)));
+        bool* out_nulls = static_cast<bool*>(palloc(sizeof(bool) * (positions.size() + 1)));
+        for (std::size_t k = 0; k < positions.size(); ++k) {
+            if (positions[k] >= static_cast<std::size_t>(n)) elog(ERROR, "whizbang: a routed array is too short");
+            out[k] = values[positions[k]];
+            out_nulls[k] = nulls[positions[k]];
+        }
+        int dims[1] = {static_cast<int>(positions.size())};
+        int lbs[1] = {1};
+        return PointerGetDatum(construct_md_array(out, out_nulls, 1, dims, lbs, element, length, byval, align));
+    });
+}
+
+RoutedRow copy_routed_row(uint64 r, TupleDesc desc, std::size_t position) {
+    if (desc->natts > kMaxRoutedColumns) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a routed call returns too many columns");
+    RoutedRow row;
+    row.position = position;
+    pg_call([&] {
+        for (int c = 0; c < desc->natts; ++c) {
+            Datum v = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1, &row.nulls[c]);
+            Form_pg_attribute att = TupleDescAttr(desc, c);
+            row.values[c] = row.nulls[c] ? (Datum)0 : SPI_datumTransfer(v, att->attbyval, att->attlen);
+        }
+    });
+    return row;
+}
+
+void put_in_order(ReturnSetInfo* rsinfo, std::vector<RoutedRow>& rows) {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const RoutedRow& a, const RoutedRow& b) { return a.position < b.position; });
+    pg_call([&] {
+        for (RoutedRow& row : rows) tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row.values, row.nulls);
+    });
+}
+
+std::vector<RoutedRow> call_on_every_shard(FunctionCallInfo fcinfo, const char* function) {
+    const std::vector<Oid> types = argument_types(fcinfo);
+    const int nargs = PG_NARGS();
+    std::vector<Datum> values(nargs);
+    std::vector<char> nulls(nargs, ' ');
+    for (int i = 0; i < nargs; ++i) {
+        nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+        values[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
+    }
+    TupleDesc desc = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo)->setDesc;
+    std::vector<RoutedRow> out;
+    for (int anchor : anchor_per_shard()) {
+        uint64 rows = routed_call(anchor, function, types, values, nulls);
+        for (uint64 r = 0; r < rows; ++r) out.push_back(copy_routed_row(r, desc, out.size()));
+    }
+    return out;
+}
+
+void require_distributed_partition_count(int count) {
+    if (count > kDistributedPartitionCount)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
+                       "p_partition_count must be at most " + std::to_string(kDistributedPartitionCount) +
+                           " on a distributed install, not " + std::to_string(count),
+                       "wh_partitions routes partitions 0 to 9999 (docs/scaleout.md).");
+}
+
+}  // namespace whizbang::pg
+
+using namespace whizbang::pg;
+
+// _on_shard(p_partition integer, p_value anyelement, p_token bigint) RETURNS anyelement: the
+// first argument of a routed call (citus_route.h). Returns p_value; the next whizbang function
+// called runs in the shard scope of p_partition (shard_scope.h), handing out p_token if it leases.
+WB_FUNCTION(wb_on_shard) {
+    if (PG_ARGISNULL(0)) throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partition must not be NULL");
+    set_pending_shard(PG_GETARG_INT32(0), PG_NARGS() > 2 && !PG_ARGISNULL(2) ? PG_GETARG_INT64(2) : 0);
+    if (PG_ARGISNULL(1)) PG_RETURN_NULL();
+    PG_RETURN_DATUM(PG_GETARG_DATUM(1));
+}

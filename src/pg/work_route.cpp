@@ -1,0 +1,139 @@
+#include <map>
+
+#include "core/partition.h"
+#include "pg/args.h"
+#include "pg/arrays.h"
+#include "pg/citus_route.h"
+#include "pg/shard_scope.h"
+#include "pg/spi.h"
+#include "pg/work_route.h"
+
+extern "C" {
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/lsyscache.h"
+}
+
+namespace whizbang::pg {
+namespace {
+
+CachedPlan partitions_plan[2] = {
+    CachedPlan("SELECT w.message_id, w.partition_number FROM whizbang.wh_inbox_work w"
+               " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) $2",
+               {UUIDARRAYOID, TEXTOID}),
+    CachedPlan("SELECT w.message_id, w.partition_number FROM whizbang.wh_outbox_work w"
+               " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) $2",
+               {UUIDARRAYOID, TEXTOID}),
+};
+
+// The partition of each id's work row; an id with no row goes to its own id's partition, whose
+// node answers for it as a single server would (not_found, ...). Needs an open SPI connection.
+std::vector<int> partitions_of(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
+    std::map<core::Uuid, int> found;
+    uint64 rows = partitions_plan[static_cast<int>(source)].execute({uuid_array(ids), text_datum(consumer)});
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+        found[id] = DatumGetInt32(spi_value(r, 2, &isnull));
+    }
+    std::vector<int> partitions(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        auto it = found.find(ids[i]);
+        partitions[i] = it != found.end() ? it->second : core::partition_of(ids[i], kDistributedPartitionCount);
+    }
+    return partitions;
+}
+
+// The caller's arguments for the part of the call at `positions`: every array argument (the
+// ids and the arrays that go with them) cut down to those elements.
+void part_arguments(FunctionCallInfo fcinfo, const std::vector<Oid>& types, const std::vector<std::size_t>& positions,
+                    std::vector<Datum>& values, std::vector<char>& nulls) {
+    const int nargs = PG_NARGS();
+    values.assign(nargs, (Datum)0);
+    nulls.assign(nargs, ' ');
+    for (int i = 0; i < nargs; ++i) {
+        if (PG_ARGISNULL(i)) {
+            nulls[i] = 'n';
+            continue;
+        }
+        const bool is_array = OidIsValid(pg_call([&] { return get_element_type(types[i]); }));
+        values[i] = is_array ? slice_array(PG_GETARG_DATUM(i), positions) : PG_GETARG_DATUM(i);
+    }
+}
+
+}  // namespace
+
+void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source, const std::vector<core::Uuid>& ids,
+                    const std::string& consumer) {
+    if (ids.empty()) return;
+    const std::vector<Oid> types = argument_types(fcinfo);
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    SpiConnection spi;
+    const std::vector<int> partitions = partitions_of(source, ids, consumer);
+    std::vector<RoutedRow> out;
+    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+        std::vector<Datum> values;
+        std::vector<char> nulls;
+        part_arguments(fcinfo, types, positions, values, nulls);
+        uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls);
+        if (rows != positions.size())
+            throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
+                                                       std::to_string(rows) + " rows for " +
+                                                       std::to_string(positions.size()) + " ids");
+        for (uint64 r = 0; r < rows; ++r) out.push_back(copy_routed_row(r, rsinfo->setDesc, positions[r]));
+    }
+    spi.finish();
+    put_in_order(rsinfo, out);
+}
+
+int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids) {
+    if (ids.empty()) return 0;
+    const std::vector<Oid> types = argument_types(fcinfo);
+    SpiConnection spi;
+    const std::vector<int> partitions = partitions_of(Source::outbox, ids, "");
+    int done = 0;
+    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+        // The caller's p_ids may hold NULLs and repeats: the part gets the distinct ids it owns.
+        std::vector<core::Uuid> mine;
+        for (std::size_t i : positions) mine.push_back(ids[i]);
+        std::vector<Datum> values{uuid_array(mine), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
+        std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
+        uint64 rows = routed_call(partitions[positions.front()], "complete_outbox_published", types, values, nulls);
+        if (rows != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
+        bool isnull = false;
+        Datum count = spi_value(0, 1, &isnull);
+        if (!isnull) done += DatumGetInt32(count);
+    }
+    spi.finish();
+    return done;
+}
+
+int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>& ids) {
+    static CachedPlan holders("SELECT d.dead_letter_id, d.partition_number FROM whizbang.wh_dead_letters d"
+                              " WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)",
+                              {INT8ARRAYOID});
+    const std::vector<Oid> types = argument_types(fcinfo);
+    SpiConnection spi;
+    std::vector<int64_t> found_ids;
+    std::vector<int> partitions;
+    uint64 rows = holders.execute({int8_array(ids)});
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        found_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
+        partitions.push_back(DatumGetInt32(spi_value(r, 2, &isnull)));
+    }
+    int done = 0;
+    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+        std::vector<int64_t> mine;
+        for (std::size_t i : positions) mine.push_back(found_ids[i]);
+        uint64 answered = routed_call(partitions[positions.front()], "retry_dead_letters", types, {int8_array(mine)}, {' '});
+        if (answered != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
+        bool isnull = false;
+        Datum count = spi_value(0, 1, &isnull);
+        if (!isnull) done += DatumGetInt32(count);
+    }
+    spi.finish();
+    return done;
+}
+
+}  // namespace whizbang::pg
