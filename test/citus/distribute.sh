@@ -185,6 +185,21 @@ for call in \
   "SELECT * FROM whizbang.leases"; do
   check_eq "runs through the coordinator: ${call:0:70}" none "$(sqlstate "$call")"
 done
+# A call for one partition touches one node: the remote commands Citus logs for it name one server.
+nodes_of() {
+  psql -X -q -A -t -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" -c "$1" 2>&1 |
+    sed -nE 's/.*on server [^@]*@([^ ]+) connectionId.*/\1/p' | sort -u | wc -l
+}
+p1=$(q "SELECT whizbang.partition_of('01900000-0000-7000-8000-0000000000f9', 10000)")
+check_eq "claim_work(p_partitions => one partition) touches one node" 1 \
+  "$(nodes_of "SELECT count(*) FROM whizbang.claim_work('01900000-0000-7000-8000-0000000000e2', p_partitions => ARRAY[$p1])")"
+check_eq "a store of one stream's messages touches one node" 1 \
+  "$(nodes_of "SELECT count(*) FROM whizbang.inbox_receive('[{\"MessageId\": \"01900000-0000-7000-8000-0000000000d1\", \"HandlerName\": \"h\", \"MessageType\": \"t\", \"Envelope\": {}, \"StreamId\": \"01900000-0000-7000-8000-0000000000f9\"}, {\"MessageId\": \"01900000-0000-7000-8000-0000000000d2\", \"HandlerName\": \"h\", \"MessageType\": \"t\", \"Envelope\": {}, \"StreamId\": \"01900000-0000-7000-8000-0000000000f9\"}]', 'one')")"
+check_eq "complete_work of one stream's messages writes on one node (the partition look-up reads them all)" 1 \
+  "$(psql -X -q -A -t -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+       -c "SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY['01900000-0000-7000-8000-0000000000d1'::uuid], NULL, 'one')" 2>&1 |
+     grep -A1 'issuing WITH w AS' | sed -nE 's/.*on server [^@]*@([^ ]+) connectionId.*/\1/p' | sort -u | wc -l)"
+
 check "after them the coordinator's own copies of the tables still hold no rows" \
   "SELECT bool_and(pg_relation_size(c.oid) = 0) FROM pg_class c
     WHERE c.relnamespace = 'whizbang'::regnamespace AND c.relkind = 'r'"
