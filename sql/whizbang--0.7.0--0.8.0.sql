@@ -53,12 +53,13 @@ COMMENT ON TABLE whizbang.wh_partitions IS
 COMMENT ON COLUMN whizbang.wh_partitions.partition_number IS
     'A work partition, 0 to 9999; the Citus distribution column.';
 
-CREATE FUNCTION whizbang._on_shard(p_partition integer, p_value anyelement, p_token bigint DEFAULT NULL)
+CREATE FUNCTION whizbang._on_shard(p_partition integer, p_value anyelement, p_token bigint DEFAULT NULL,
+                                   p_node boolean DEFAULT false, p_partitions integer[] DEFAULT NULL)
 RETURNS anyelement
     AS 'MODULE_PATHNAME', 'wb_on_shard' LANGUAGE C VOLATILE;
-COMMENT ON FUNCTION whizbang._on_shard(integer, anyelement, bigint) IS
-    'internal: the first argument of a routed call on a distributed install (0.8.0): returns p_value; the whizbang function it is passed to runs next to the local shards of p_partition and hands out lease token p_token.';
-REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) IS
+    'internal: the first argument of a routed call on a distributed install (0.8.0): returns p_value; the whizbang function it is passed to runs next to the local shards of p_partition (with p_node: splits its work among the shards of this node, p_partitions: those of the rows it names) and hands out lease token p_token.';
+REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------------------
 -- The settings trigger: an INSERT of a known key updates that key in the trigger's own table,

@@ -22,12 +22,18 @@ std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int
     if (partitions.empty()) return groups;
     std::vector<int64_t> shards(partitions.size(), 0);
     Datum array = int4_array(partitions);
+    const bool by_node = !in_node_scope();
     pg_call([&] {
         Oid types[1] = {INT4ARRAYOID};
         Datum values[1] = {array};
+        // The coordinator groups by node (the shard's placement's group), a node by shard.
         int rc = SPI_execute_with_args(
-            "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
-            "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+            by_node ? "SELECT (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
+                      "         WHERE pl.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column("
+                      "                 'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p) LIMIT 1)"
+                      "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i"
+                    : "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
+                      "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
             1, types, values, nullptr, true, 0);
         if (rc != SPI_OK_SELECT || SPI_processed != partitions.size())
             elog(ERROR, "whizbang: could not find the shards of %zu partitions", partitions.size());
@@ -40,22 +46,48 @@ std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int
     return groups;
 }
 
-const std::vector<int>& anchor_per_shard() {
-    static std::vector<int> anchors;
-    static TimestampTz loaded_at = 0;
+std::vector<int> anchor_per_shard() {
+    // [0]: one partition per node (the coordinator's view); [1]: one per shard, this node's own
+    // (a node call's view).
+    static std::vector<int> anchors[2];
+    static TimestampTz loaded_at[2] = {0, 0};
+    const int view = in_node_scope() ? 1 : 0;
     const TimestampTz now = GetCurrentTimestamp();
-    if (anchors.empty() || now - loaded_at > 60 * USECS_PER_SEC) {
+    if (anchors[view].empty() || now - loaded_at[view] > 60 * USECS_PER_SEC) {
         std::vector<int> all(kDistributedPartitionCount);
         for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
         std::vector<int> fresh;
-        for (const auto& [shard, positions] : group_by_shard(all)) fresh.push_back(all[positions.front()]);
-        anchors = std::move(fresh);
-        loaded_at = now;
+        for (const auto& [group, positions] : group_by_shard(all)) fresh.push_back(all[positions.front()]);
+        if (view == 1) {
+            // Only the shards placed here.
+            std::vector<int> local;
+            Datum array = int4_array(fresh);
+            pg_call([&] {
+                Oid types[1] = {INT4ARRAYOID};
+                Datum values[1] = {array};
+                int rc = SPI_execute_with_args(
+                    "SELECT u.p FROM pg_catalog.unnest($1) AS u(p)"
+                    " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
+                    "   WHERE pl.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column("
+                    "           'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p)"
+                    "     AND pl.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g))",
+                    1, types, values, nullptr, true, 0);
+                if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not read this node's shards");
+            });
+            for (uint64 r = 0; r < SPI_processed; ++r) {
+                bool isnull = false;
+                local.push_back(DatumGetInt32(spi_value(r, 1, &isnull)));
+            }
+            fresh = std::move(local);
+        }
+        anchors[view] = std::move(fresh);
+        loaded_at[view] = now;
     }
-    return anchors;
+    return anchors[view];
 }
 
 int64_t coordinator_lease_token() {
+    if (in_node_scope() && shard_scope_token() > 0) return shard_scope_token();
     static CachedPlan plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
     plan.execute({});
     bool isnull = false;
@@ -63,21 +95,28 @@ int64_t coordinator_lease_token() {
 }
 
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
-                   const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token) {
+                   const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token,
+                   const std::vector<int>* row_partitions) {
     // The no-op DELETE in the WITH clause makes Citus count the node as written to, so a
     // transaction that reaches two nodes commits with PREPARE TRANSACTION on both (a plain
     // router SELECT would be committed node by node). It deletes nothing: no row has a NULL
     // partition number. The whole query goes to the one node of the partition's shard, where
     // wh_partitions is the shard's, and the LATERAL call runs there.
-    std::string sql =
-        "WITH w AS (DELETE FROM whizbang.wh_partitions x"
-        " WHERE x.partition_number OPERATOR(pg_catalog.=) $1 AND x.partition_number IS NULL RETURNING 1)"
-        " SELECT r.* FROM whizbang.wh_partitions a CROSS JOIN LATERAL whizbang.";
-    sql += function;
+    // On a node (a node call) the part runs right here, in the shard scope of its partition:
+    // no Citus, no round trip.
+    const bool local = in_node_scope();
     const std::string token_param = "$" + std::to_string(values.size() + 2);
-    sql += "(whizbang._on_shard(a.partition_number, $2, " + token_param + ")";
+    const std::string partitions_param = "$" + std::to_string(values.size() + 3);
+    std::string sql = local ? "SELECT r.* FROM whizbang."
+                            : "WITH w AS (DELETE FROM whizbang.wh_partitions x"
+                              " WHERE x.partition_number OPERATOR(pg_catalog.=) $1 AND x.partition_number IS NULL"
+                              " RETURNING 1)"
+                              " SELECT r.* FROM whizbang.wh_partitions a CROSS JOIN LATERAL whizbang.";
+    sql += function;
+    sql += local ? "(whizbang._on_shard($1, $2, " + token_param + ", false)"
+                 : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param + ")";
     for (std::size_t i = 1; i < values.size(); ++i) sql += ", $" + std::to_string(i + 2);
-    sql += ") AS r WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
+    sql += local ? ") AS r" : ") AS r WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
 
     std::vector<Oid> all_types{INT4OID};
     all_types.insert(all_types.end(), types.begin(), types.end());
@@ -88,6 +127,11 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
     all_types.push_back(INT8OID);
     all_values.push_back(Int64GetDatum(token));
     all_nulls += token > 0 ? ' ' : 'n';
+    if (!local) {
+        all_types.push_back(INT4ARRAYOID);
+        all_values.push_back(row_partitions ? int4_array(*row_partitions) : (Datum)0);
+        all_nulls += row_partitions ? ' ' : 'n';
+    }
     return pg_call([&] {
         int rc = SPI_execute_with_args(sql.c_str(), static_cast<int>(all_values.size()), all_types.data(),
                                        all_values.data(), all_nulls.c_str(), false, 0);
@@ -184,12 +228,16 @@ void require_distributed_partition_count(int count) {
 
 using namespace whizbang::pg;
 
-// _on_shard(p_partition integer, p_value anyelement, p_token bigint) RETURNS anyelement: the
-// first argument of a routed call (citus_route.h). Returns p_value; the next whizbang function
-// called runs in the shard scope of p_partition (shard_scope.h), handing out p_token if it leases.
+// _on_shard(p_partition integer, p_value anyelement, p_token bigint, p_node boolean) RETURNS
+// anyelement: the first argument of a routed call (citus_route.h). Returns p_value; the next
+// whizbang function called runs in the shard scope of p_partition (shard_scope.h), or, with
+// p_node, for the whole node, handing out p_token if it leases.
 WB_FUNCTION(wb_on_shard) {
     if (PG_ARGISNULL(0)) throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partition must not be NULL");
-    set_pending_shard(PG_GETARG_INT32(0), PG_NARGS() > 2 && !PG_ARGISNULL(2) ? PG_GETARG_INT64(2) : 0);
+    std::vector<int> partitions;
+    if (PG_NARGS() > 4 && !PG_ARGISNULL(4)) partitions = int4_array_values(PG_GETARG_DATUM(4));
+    set_pending_shard(PG_GETARG_INT32(0), PG_NARGS() > 2 && !PG_ARGISNULL(2) ? PG_GETARG_INT64(2) : 0,
+                      PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3), std::move(partitions));
     if (PG_ARGISNULL(1)) PG_RETURN_NULL();
     PG_RETURN_DATUM(PG_GETARG_DATUM(1));
 }

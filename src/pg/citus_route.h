@@ -13,25 +13,30 @@
 
 namespace whizbang::pg {
 
-// Positions 0..n-1 grouped by the shard that holds partitions[i], in shard id order: every
-// call meets its shards in one order, so two overlapping calls wait for each other at most.
-// Needs an open SPI connection (one query to Citus's metadata).
+// Positions 0..n-1 grouped for routed calls: on the coordinator by the node (group id) that
+// holds partitions[i]'s shard, on a node (in_node_scope) by the shard; in that order, so every
+// call meets the nodes, and on each node the shards, in one order and two overlapping calls
+// wait for each other at most. Needs an open SPI connection (one query to Citus's metadata).
 std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int>& partitions);
 
-// One partition of each shard of the work tables, in shard order: a call for each of them
-// reaches every shard once. Kept for a minute: after a shard split a call may miss a new shard
-// (or ask one twice) until then.
-const std::vector<int>& anchor_per_shard();
+// One partition per routing group of the work tables' shards (see group_by_shard: each node on
+// the coordinator, each local shard on a node): a call for each reaches every shard once. Kept
+// for a minute: after a shard move or split a call may miss a shard (or ask one twice) until then.
+std::vector<int> anchor_per_shard();
 
 // Runs whizbang.<function>(args) on the node that holds `partition`'s shard, args[0] passed
 // through whizbang._on_shard(partition, ...). nulls[i] == 'n' marks a NULL argument. The rows
 // are left in SPI_tuptable (needs an open SPI connection); returns how many.
 // `token`: the lease token the nodes hand out in this call (0: each node draws its own if it
 // needs one, which only a claim or a pre-leasing store does).
+// `row_partitions`: the partitions of the rows the call names, in argument order, handed to a
+// node call (node_scope_partitions) so that it need not look them up.
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
-                   const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token = 0);
+                   const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token = 0,
+                   const std::vector<int>* row_partitions = nullptr);
 
-// A new lease token from the coordinator's sequence, for routed_call.
+// The lease token of a routed call: the one a node call was given, else a new one from this
+// node's (the coordinator's) sequence.
 int64_t coordinator_lease_token();
 
 // The argument types of the calling function, for routed_call.

@@ -29,7 +29,7 @@ WB_FUNCTION(wb_store_outbox_messages) {
         // The relays listen on the coordinator: the wake-up is sent from here.
         std::size_t created =
             route_messages(fcinfo, "store_outbox_messages", messages, o.partition_count, RoutedRows::one_per_input);
-        if (created > 0) {
+        if (created > 0 && !in_node_scope()) {
             SpiConnection spi;
             if (setting_bool("outbox_notify")) pg_call([] { Async_Notify("whizbang_outbox", nullptr); });
             spi.finish();

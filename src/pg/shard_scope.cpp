@@ -20,12 +20,20 @@ namespace {
 struct Scope {
     int partition = -1;
     int64_t token = 0;
+    bool node = false;  // a node call: no shard of its own (in_node_scope)
+    std::vector<int> partitions;  // a node call's partitions of the rows it names
     std::map<std::string, int64_t> shards;
 };
 
 // _on_shard() sets `pending`; the next whizbang entry takes it (ShardScopeEntry). A scope left
 // pending by a call that never came is dropped at the end of the transaction.
-std::optional<std::pair<int, int64_t>> pending;  // partition, token
+struct Pending {
+    int partition;
+    int64_t token;
+    bool node;
+    std::vector<int> partitions;
+};
+std::optional<Pending> pending;
 std::vector<Scope> active;  // innermost last
 bool callback_registered = false;
 
@@ -104,14 +112,16 @@ const std::pair<const char*, const char*> kConflictTargets[] = {
 
 }  // namespace
 
-bool in_shard_scope() { return !active.empty(); }
+bool in_shard_scope() { return !active.empty() && !active.back().node; }
+
+bool in_node_scope() { return !active.empty() && active.back().node; }
 
 int shard_scope_partition() { return active.empty() ? -1 : active.back().partition; }
 
 int64_t shard_scope_token() { return active.empty() ? 0 : active.back().token; }
 
 std::string shard_sql(const std::string& sql) {
-    if (active.empty()) return sql;
+    if (!in_shard_scope()) return sql;
     const Scope& scope = active.back();
     static const std::string prefix = "whizbang.";
     std::string out;
@@ -142,7 +152,7 @@ std::string shard_sql(const std::string& sql) {
 
 Oid whizbang_relid_unguarded(const char* name) {
     Oid ns = get_namespace_oid("whizbang", false);
-    if (active.empty()) return get_relname_relid(name, ns);
+    if (active.empty() || active.back().node) return get_relname_relid(name, ns);
     // No C++ allocation here: callers run this on the PostgreSQL side of the boundary.
     const Scope& scope = active.back();
     const std::pair<const std::string, int64_t>* best = nullptr;
@@ -166,7 +176,7 @@ Oid whizbang_relid(const char* name) {
 
 std::vector<int64_t> idempotency_shards_of_first_local_shard() {
     std::vector<int64_t> shards;
-    if (active.empty()) return shards;
+    if (!in_shard_scope()) return shards;
     const int64_t mine = active.back().shards.at("wh_inbox_work");
     uint64 count = 0;
     int64* found = nullptr;
@@ -211,10 +221,17 @@ ShardTableOverride::~ShardTableOverride() {
 
 ShardScopeEntry::ShardScopeEntry() {
     if (!pending) return;
-    const auto [partition, token] = *pending;
+    const Pending p = *pending;
     pending.reset();
-    Scope scope = load_scope(partition);
-    scope.token = token;
+    Scope scope;
+    if (p.node) {
+        scope.partition = p.partition;
+        scope.node = true;
+        scope.partitions = p.partitions;
+    } else {
+        scope = load_scope(p.partition);
+    }
+    scope.token = p.token;
     active.push_back(std::move(scope));
     entered_ = true;
 }
@@ -223,14 +240,19 @@ ShardScopeEntry::~ShardScopeEntry() {
     if (entered_ && !active.empty()) active.pop_back();
 }
 
-void set_pending_shard(int partition, int64_t token) {
+const std::vector<int>& node_scope_partitions() {
+    static const std::vector<int> none;
+    return in_node_scope() ? active.back().partitions : none;
+}
+
+void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions) {
     pg_call([&] {
         if (!callback_registered) {
             RegisterXactCallback(forget_pending, nullptr);
             callback_registered = true;
         }
     });
-    pending = std::make_pair(partition, token);
+    pending = Pending{partition, token, node, std::move(partitions)};
 }
 
 }  // namespace whizbang::pg

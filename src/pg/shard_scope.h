@@ -21,6 +21,11 @@ constexpr int kDistributedPartitionCount = 10000;
 // True inside a routed call on the node that holds its shard.
 bool in_shard_scope();
 
+// True inside a routed call for a whole node: the coordinator sent the node every part of a
+// call whose shards it holds, in one call; the node splits it by shard and runs each part
+// locally (citus_route.h), so a call costs one round trip per node, not per shard.
+bool in_node_scope();
+
 // The partition the routed call was sent for.
 int shard_scope_partition();
 
@@ -41,7 +46,12 @@ Oid whizbang_relid_unguarded(const char* name);
 
 // whizbang._on_shard(partition, value): the next whizbang function called in this transaction
 // runs in the shard scope of `partition`.
-void set_pending_shard(int partition, int64_t token);
+// `partitions`: a node call's partitions of the rows it names, in argument order (the
+// coordinator looked them up), so the node can split the call without a distributed query.
+void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions);
+
+// A node call's partitions of the rows it names (see set_pending_shard); empty if none given.
+const std::vector<int>& node_scope_partitions();
 
 // The shards of wh_idempotency_keys (a colocation group of its own) placed on this node, when
 // the current routed call is for this node's first shard of the work tables; else none. Lets

@@ -29,6 +29,10 @@ CachedPlan partitions_plan[2] = {
 // The partition of each id's work row; an id with no row goes to its own id's partition, whose
 // node answers for it as a single server would (not_found, ...). Needs an open SPI connection.
 std::vector<int> partitions_of(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
+    // A node call: the coordinator looked them up already (on a node a query of the distributed
+    // table would be a distributed query inside one).
+    if (const std::vector<int>& given = node_scope_partitions(); in_node_scope() && given.size() == ids.size())
+        return given;
     std::map<core::Uuid, int> found;
     uint64 rows = partitions_plan[static_cast<int>(source)].execute({uuid_array(ids), text_datum(consumer)});
     for (uint64 r = 0; r < rows; ++r) {
@@ -75,7 +79,9 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
         std::vector<Datum> values;
         std::vector<char> nulls;
         part_arguments(fcinfo, types, positions, values, nulls);
-        uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls);
+        std::vector<int> mine;
+        for (std::size_t i : positions) mine.push_back(partitions[i]);
+        uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls, 0, &mine);
         if (rows != positions.size())
             throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
                                                        std::to_string(rows) + " rows for " +
@@ -95,10 +101,15 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
     for (const auto& [shard, positions] : group_by_shard(partitions)) {
         // The caller's p_ids may hold NULLs and repeats: the part gets the distinct ids it owns.
         std::vector<core::Uuid> mine;
-        for (std::size_t i : positions) mine.push_back(ids[i]);
+        std::vector<int> their_partitions;
+        for (std::size_t i : positions) {
+            mine.push_back(ids[i]);
+            their_partitions.push_back(partitions[i]);
+        }
         std::vector<Datum> values{uuid_array(mine), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
         std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
-        uint64 rows = routed_call(partitions[positions.front()], "complete_outbox_published", types, values, nulls);
+        uint64 rows = routed_call(partitions[positions.front()], "complete_outbox_published", types, values, nulls, 0,
+                                  &their_partitions);
         if (rows != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
         bool isnull = false;
         Datum count = spi_value(0, 1, &isnull);
@@ -116,17 +127,27 @@ int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>&
     SpiConnection spi;
     std::vector<int64_t> found_ids;
     std::vector<int> partitions;
-    uint64 rows = holders.execute({int8_array(ids)});
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        found_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
-        partitions.push_back(DatumGetInt32(spi_value(r, 2, &isnull)));
+    if (const std::vector<int>& given = node_scope_partitions(); in_node_scope() && given.size() == ids.size()) {
+        found_ids = ids;
+        partitions = given;
+    } else {
+        uint64 rows = holders.execute({int8_array(ids)});
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            found_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
+            partitions.push_back(DatumGetInt32(spi_value(r, 2, &isnull)));
+        }
     }
     int done = 0;
     for (const auto& [shard, positions] : group_by_shard(partitions)) {
         std::vector<int64_t> mine;
-        for (std::size_t i : positions) mine.push_back(found_ids[i]);
-        uint64 answered = routed_call(partitions[positions.front()], "retry_dead_letters", types, {int8_array(mine)}, {' '});
+        std::vector<int> their_partitions;
+        for (std::size_t i : positions) {
+            mine.push_back(found_ids[i]);
+            their_partitions.push_back(partitions[i]);
+        }
+        uint64 answered = routed_call(partitions[positions.front()], "retry_dead_letters", types, {int8_array(mine)},
+                                      {' '}, 0, &their_partitions);
         if (answered != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
         bool isnull = false;
         Datum count = spi_value(0, 1, &isnull);
