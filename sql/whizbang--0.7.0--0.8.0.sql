@@ -60,6 +60,7 @@ RETURNS anyelement
 COMMENT ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) IS
     'internal: the first argument of a routed call on a distributed install (0.8.0): returns p_value; the whizbang function it is passed to runs next to the local shards of p_partition (with p_node: splits its work among the shards of this node, p_partitions: those of the rows it names) and hands out lease token p_token.';
 REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) FROM PUBLIC;
+ALTER FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) SET search_path = pg_catalog, pg_temp;
 
 -- ---------------------------------------------------------------------------------------
 -- The settings trigger: an INSERT of a known key updates that key in the trigger's own table,

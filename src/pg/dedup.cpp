@@ -26,12 +26,13 @@ namespace {
 
 constexpr std::size_t kMaxConsumerBytes = 1024;
 
-// partition_number: NULL on a single server, the record's partition inside a routed call.
+// partition_number ($6): the record's partition inside a routed call, not written on a single
+// server (shard_sql's /*+SHARD*/).
 CachedPlan upsert_plan(
     "INSERT INTO whizbang.wh_message_deduplication AS d"
-    "  (consumer, message_id, first_seen_at, observation_count, fingerprint, partition_number)"
-    " SELECT $1, u.id, $2, u.n, u.fp, u.part FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
-    "  pg_catalog.unnest($5), pg_catalog.unnest($6)) AS u(id, n, fp, part)"
+    "  (consumer, message_id, first_seen_at, observation_count, fingerprint/*+SHARD , partition_number*/)"
+    " SELECT $1, u.id, $2, u.n, u.fp/*+SHARD , u.part*/ FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
+    "  pg_catalog.unnest($5)/*+SHARD , pg_catalog.unnest($6)*/) AS u(id, n, fp/*+SHARD , part*/)"
     " ON CONFLICT (consumer, message_id) DO UPDATE"
     "  SET observation_count = d.observation_count OPERATOR(pg_catalog.+) excluded.observation_count"
     " RETURNING d.message_id, (d.xmax OPERATOR(pg_catalog.=) 0), d.fingerprint",

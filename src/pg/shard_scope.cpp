@@ -143,6 +143,13 @@ std::string shard_sql(const std::string& sql) {
         if (it != scope.shards.end()) out += "_" + std::to_string(it->second);
         i = end;
     }
+    // The distribution column, which a single server's tables may not have yet (a database at an
+    // older version served by this library): written as /*+SHARD ...*/, a comment there.
+    for (std::size_t at = out.find("/*+SHARD"); at != std::string::npos; at = out.find("/*+SHARD", at)) {
+        const std::size_t end = out.find("*/", at);
+        if (end == std::string::npos) break;
+        out = out.substr(0, at) + out.substr(at + 8, end - at - 8) + out.substr(end + 2);
+    }
     for (const auto& [from, to] : kConflictTargets) {
         std::size_t at = out.find(from);
         if (at != std::string::npos) out.replace(at, std::strlen(from), to);

@@ -33,8 +33,10 @@ int shard_scope_partition();
 // node of one call hands out the same, from the coordinator's sequence. 0: none.
 int64_t shard_scope_token();
 
-// `sql` with every whizbang.<distributed or reference table> renamed to its local shard and the
-// ON CONFLICT targets of the single-server keys extended by the distribution column.
+// `sql` with every whizbang.<distributed or reference table> renamed to its local shard, the
+// ON CONFLICT targets of the single-server keys extended by the distribution column, and every
+// /*+SHARD text*/ comment turned into its text (the distribution column: a statement names it
+// so, and a single server, whose tables may predate it, never sees it).
 std::string shard_sql(const std::string& sql);
 
 // The relation whizbang.<name> (a table or one of its indexes): the local shard's inside a

@@ -177,21 +177,25 @@ std::string dead_letter_sql(Source source, bool sharded) {
     sql += "INSERT INTO whizbang.wh_dead_letters (";
     if (sharded) sql += "dead_letter_id, ";
     sql += "source, consumer, message_id, handler_name, destination, message_type,"
-           "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at,"
-           "  partition_number) SELECT ";
+           "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at";
+    // A single server's table may predate the distribution column (0.8.0).
+    sql += sharded ? ", partition_number) SELECT " : ") SELECT ";
     if (sharded)
         sql += "((SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)::pg_catalog.int8 OPERATOR(pg_catalog.<<) 48)"
                " OPERATOR(pg_catalog.|) pg_catalog.nextval('whizbang.wh_dead_letters_dead_letter_id_seq'), ";
     sql += source == Source::inbox
                ? "'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope,"
-                 "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4,"
-                 "       m.partition_number"
+                 "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4"
                  "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
                  "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer"
                : "'outbox', NULL, m.message_id, NULL, m.destination, m.message_type, m.event_data,"
-                 "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, w.attempts, w.error, $4,"
-                 "       m.partition_number"
+                 "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, w.attempts, w.error, $4"
                  "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id";
+    if (sharded) {
+        // The dead letter's partition: its message's.
+        const std::size_t from = sql.rfind("  FROM m JOIN w");
+        sql.insert(from, ", m.partition_number");
+    }
     return sql;
 }
 CachedPlan dead_letter_plans[2][2] = {
@@ -635,10 +639,11 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     } else {
         for (int anchor : anchor_per_shard()) parts.emplace_back(anchor, std::vector<int>{});
     }
-    static unsigned start = 0;
-    const std::size_t first = parts.empty() ? 0 : (start++) % parts.size();
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     const int64_t token = coordinator_lease_token();  // one token for the whole claim, as on one server
+    // Each claim starts at another node (and, on a node, another shard) so that none waits
+    // behind the others; by the token, so that the same calls meet the same order.
+    const std::size_t first = parts.empty() ? 0 : static_cast<std::size_t>(token % static_cast<int64_t>(parts.size()));
     int handed = 0;
     for (std::size_t k = 0; k < parts.size() && handed < max_rows; ++k) {
         const auto& [anchor, mine] = parts[(first + k) % parts.size()];

@@ -26,24 +26,64 @@ CachedPlan partitions_plan[2] = {
                {UUIDARRAYOID, TEXTOID}),
 };
 
-// The partition of each id's work row; an id with no row goes to its own id's partition, whose
-// node answers for it as a single server would (not_found, ...). Needs an open SPI connection.
+// A node call's look-up (where a query of the distributed table would be a distributed query
+// inside one): the ids' work rows in this node's own shards, one statement over all of them.
+uint64 find_on_this_node(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
+    const char* table = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
+    std::vector<int64_t> shards;
+    Datum relname = text_datum(std::string("whizbang.") + table);
+    pg_call([&] {
+        Oid types[1] = {TEXTOID};
+        Datum values[1] = {relname};
+        int rc = SPI_execute_with_args(
+            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p"
+            "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+            " WHERE s.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
+            "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)",
+            1, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not read this node's shards");
+    });
+    for (uint64 r = 0; r < SPI_processed; ++r) {
+        bool isnull = false;
+        shards.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
+    }
+    if (shards.empty()) return 0;
+    std::string sql;
+    for (int64_t shard : shards) {
+        if (!sql.empty()) sql += " UNION ALL ";
+        sql += std::string("SELECT w.message_id, w.partition_number FROM whizbang.") + table + "_" + std::to_string(shard) +
+               " w WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) $2";
+    }
+    Datum id_array = uuid_array(ids), consumer_datum = text_datum(consumer);
+    return pg_call([&] {
+        Oid types[2] = {UUIDARRAYOID, TEXTOID};
+        Datum values[2] = {id_array, consumer_datum};
+        int rc = SPI_execute_with_args(sql.c_str(), 2, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not look up rows on this node");
+        return SPI_processed;
+    });
+}
+
+// The partition of each id's work row; an id with no row goes to its own id's partition (on a
+// node: to one of the node's), whose shard answers for it as a single server would
+// (not_found, ...). Needs an open SPI connection.
 std::vector<int> partitions_of(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
-    // A node call: the coordinator looked them up already (on a node a query of the distributed
-    // table would be a distributed query inside one).
-    if (const std::vector<int>& given = node_scope_partitions(); in_node_scope() && given.size() == ids.size())
-        return given;
     std::map<core::Uuid, int> found;
-    uint64 rows = partitions_plan[static_cast<int>(source)].execute({uuid_array(ids), text_datum(consumer)});
+    uint64 rows = in_node_scope()
+                      ? find_on_this_node(source, ids, consumer)
+                      : partitions_plan[static_cast<int>(source)].execute({uuid_array(ids), text_datum(consumer)});
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false;
         core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
         found[id] = DatumGetInt32(spi_value(r, 2, &isnull));
     }
+    const int elsewhere = in_node_scope() ? anchor_per_shard().front() : -1;
     std::vector<int> partitions(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         auto it = found.find(ids[i]);
-        partitions[i] = it != found.end() ? it->second : core::partition_of(ids[i], kDistributedPartitionCount);
+        partitions[i] = it != found.end() ? it->second
+                        : elsewhere >= 0 ? elsewhere
+                                         : core::partition_of(ids[i], kDistributedPartitionCount);
     }
     return partitions;
 }
@@ -73,15 +113,41 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
     const std::vector<Oid> types = argument_types(fcinfo);
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
+    if (!in_node_scope()) {
+        // The coordinator: the whole call to every node, which looks its rows up in its own
+        // shards (cheaper than a query Citus sends to every shard); per id, the answer of the
+        // node that has the row, else not_found.
+        std::vector<RoutedRow> best(ids.size());
+        std::vector<char> answered(ids.size(), 0);
+        std::vector<Datum> values;
+        std::vector<char> nulls;
+        std::vector<std::size_t> all(ids.size());
+        for (std::size_t i = 0; i < ids.size(); ++i) all[i] = i;
+        part_arguments(fcinfo, types, all, values, nulls);
+        for (int anchor : anchor_per_shard()) {
+            uint64 rows = routed_call(anchor, function, types, values, nulls);
+            if (rows != ids.size())
+                throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a node answered " + std::to_string(rows) +
+                                                           " rows for " + std::to_string(ids.size()) + " ids");
+            for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false;
+                const bool found = text_from_datum(spi_value(r, 2, &isnull)) != "not_found";
+                if (answered[r] == 2 || (answered[r] == 1 && !found)) continue;
+                best[r] = copy_routed_row(r, rsinfo->setDesc, r);
+                answered[r] = found ? 2 : 1;
+            }
+        }
+        spi.finish();
+        put_in_order(rsinfo, best);
+        return;
+    }
     const std::vector<int> partitions = partitions_of(source, ids, consumer);
     std::vector<RoutedRow> out;
     for (const auto& [shard, positions] : group_by_shard(partitions)) {
         std::vector<Datum> values;
         std::vector<char> nulls;
         part_arguments(fcinfo, types, positions, values, nulls);
-        std::vector<int> mine;
-        for (std::size_t i : positions) mine.push_back(partitions[i]);
-        uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls, 0, &mine);
+        uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls);
         if (rows != positions.size())
             throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
                                                        std::to_string(rows) + " rows for " +
@@ -96,20 +162,29 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
     if (ids.empty()) return 0;
     const std::vector<Oid> types = argument_types(fcinfo);
     SpiConnection spi;
-    const std::vector<int> partitions = partitions_of(Source::outbox, ids, "");
     int done = 0;
+    if (!in_node_scope()) {
+        // The coordinator: the ids to every node; each completes those in its shards.
+        std::vector<Datum> values{uuid_array(ids), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
+        std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
+        for (int anchor : anchor_per_shard()) {
+            if (routed_call(anchor, "complete_outbox_published", types, values, nulls) != 1)
+                throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a node did not answer its count");
+            bool isnull = false;
+            Datum count = spi_value(0, 1, &isnull);
+            if (!isnull) done += DatumGetInt32(count);
+        }
+        spi.finish();
+        return done;
+    }
+    const std::vector<int> partitions = partitions_of(Source::outbox, ids, "");
     for (const auto& [shard, positions] : group_by_shard(partitions)) {
         // The caller's p_ids may hold NULLs and repeats: the part gets the distinct ids it owns.
         std::vector<core::Uuid> mine;
-        std::vector<int> their_partitions;
-        for (std::size_t i : positions) {
-            mine.push_back(ids[i]);
-            their_partitions.push_back(partitions[i]);
-        }
+        for (std::size_t i : positions) mine.push_back(ids[i]);
         std::vector<Datum> values{uuid_array(mine), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
         std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
-        uint64 rows = routed_call(partitions[positions.front()], "complete_outbox_published", types, values, nulls, 0,
-                                  &their_partitions);
+        uint64 rows = routed_call(partitions[positions.front()], "complete_outbox_published", types, values, nulls);
         if (rows != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
         bool isnull = false;
         Datum count = spi_value(0, 1, &isnull);

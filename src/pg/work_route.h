@@ -1,9 +1,11 @@
 // The work-outcome calls on a distributed install (docs/scaleout.md): complete_work,
 // fail_work, renew_leases, release_work, cancel_work and complete_outbox_published name rows by
 // message id, and a message's node follows from its partition, which the id alone does not
-// give (a streamed message lives in its stream's). So the coordinator first reads the partitions
-// of the named rows (one query Citus sends to every shard), then routes each shard's ids — with
-// the elements of every array argument that belong to them — to its node (citus_route.h).
+// give (a streamed message lives in its stream's). So the coordinator sends the whole call to
+// every node (citus_route.h); a node looks the ids up in its own shards (one local statement)
+// and runs each shard's ids — with the elements of every array argument that belong to them —
+// there; the coordinator keeps, per id, the answer of the node that has the row. A dead
+// letter's retry is routed by a look-up of its partition on the coordinator.
 #pragma once
 
 #include <string>

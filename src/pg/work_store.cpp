@@ -21,9 +21,10 @@ namespace whizbang::pg {
 namespace {
 
 WorkPlan number_streams_plan(
-    "INSERT INTO whizbang.wh_inbox_streams AS s (consumer, stream_id, last_seq, partition_number)"
-    " SELECT $1, u.stream_id, u.n, u.part"
-    " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(stream_id, n, part)"
+    "INSERT INTO whizbang.wh_inbox_streams AS s (consumer, stream_id, last_seq/*+SHARD , partition_number*/)"
+    " SELECT $1, u.stream_id, u.n/*+SHARD , u.part*/"
+    " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)/*+SHARD , pg_catalog.unnest($4)*/)"
+    "  AS u(stream_id, n/*+SHARD , part*/)"
     " ON CONFLICT (stream_id, consumer) DO UPDATE SET last_seq = s.last_seq OPERATOR(pg_catalog.+) excluded.last_seq"
     " RETURNING s.stream_id, s.last_seq",
     {TEXTOID, UUIDARRAYOID, INT8ARRAYOID, INT4ARRAYOID});
@@ -36,13 +37,13 @@ WorkPlan busy_streams_plan(
 
 CachedPlan insert_inbox_plan(
     "INSERT INTO whizbang.wh_inbox (consumer, message_id, handler_name, message_type, envelope, metadata, scope,"
-    "  stream_id, is_event, sent_at, received_at, partition_number)"
-    " SELECT $1, u.id, u.handler, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, u.sent_at, $2,"
-    "  u.part"
+    "  stream_id, is_event, sent_at, received_at/*+SHARD , partition_number*/)"
+    " SELECT $1, u.id, u.handler, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, u.sent_at, $2"
+    "  /*+SHARD , u.part*/"
     " FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),"
     "  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10),"
-    "  pg_catalog.unnest($11), pg_catalog.unnest($12))"
-    "  AS u(id, handler, type, envelope, metadata, scope, stream_id, is_event, sent_at, part)",
+    "  pg_catalog.unnest($11)/*+SHARD , pg_catalog.unnest($12)*/)"
+    "  AS u(id, handler, type, envelope, metadata, scope, stream_id, is_event, sent_at/*+SHARD , part*/)",
     {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, JSONBARRAYOID, JSONBARRAYOID, JSONBARRAYOID,
      UUIDARRAYOID, BOOLARRAYOID, TIMESTAMPTZARRAYOID, INT4ARRAYOID});
 
@@ -50,12 +51,13 @@ CachedPlan insert_inbox_plan(
 // is left as it is. Inserted in id order (see above).
 CachedPlan insert_outbox_plan(
     "INSERT INTO whizbang.wh_outbox (message_id, destination, message_type, event_data, metadata, scope, stream_id,"
-    "  is_event, created_at, partition_number)"
-    " SELECT u.id, u.destination, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, $1, u.part"
+    "  is_event, created_at/*+SHARD , partition_number*/)"
+    " SELECT u.id, u.destination, u.type, u.envelope, u.metadata, u.scope, u.stream_id, u.is_event, $1"
+    "  /*+SHARD , u.part*/"
     " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4), pg_catalog.unnest($5),"
-    "  pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9),"
-    "  pg_catalog.unnest($10))"
-    "  AS u(id, destination, type, envelope, metadata, scope, stream_id, is_event, part)"
+    "  pg_catalog.unnest($6), pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9)"
+    "  /*+SHARD , pg_catalog.unnest($10)*/)"
+    "  AS u(id, destination, type, envelope, metadata, scope, stream_id, is_event/*+SHARD , part*/)"
     " ORDER BY u.id"
     " ON CONFLICT (message_id) DO NOTHING"
     " RETURNING message_id",
@@ -73,8 +75,9 @@ WorkPlan insert_work_plan(
      TIMESTAMPTZARRAYOID, BOOLARRAYOID});
 
 WorkPlan insert_preleased_plan(
-    "INSERT INTO whizbang.wh_inbox_preleased (instance_id, consumer, message_id, lease_token, partition_number)"
-    " SELECT $1, $2, u.id, $3, u.part FROM ROWS FROM (pg_catalog.unnest($4), pg_catalog.unnest($5)) AS u(id, part)",
+    "INSERT INTO whizbang.wh_inbox_preleased (instance_id, consumer, message_id, lease_token/*+SHARD , partition_number*/)"
+    " SELECT $1, $2, u.id, $3/*+SHARD , u.part*/"
+    " FROM ROWS FROM (pg_catalog.unnest($4)/*+SHARD , pg_catalog.unnest($5)*/) AS u(id/*+SHARD , part*/)",
     {UUIDOID, TEXTOID, INT8OID, UUIDARRAYOID, INT4ARRAYOID});
 
 

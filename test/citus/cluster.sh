@@ -9,6 +9,9 @@
 #   citus_stop                           stops every node and removes CITUS_DIR (an EXIT trap)
 #   citus_node_ctl PORT ARGS...          pg_ctl ARGS on the node listening on PORT
 #   cq PORT SQL                          psql -tA against one node
+#   citus_suite_start                    a test's start: exits 0 with "skip: ..." where Citus is
+#                                        neither installed nor buildable, else citus_start with an
+#                                        EXIT trap that stops the cluster
 # As root the servers run as the postgres user (PostgreSQL refuses root).
 CITUS_BIN=/usr/lib/postgresql/${WB_PG_MAJOR:-15}/bin
 
@@ -69,4 +72,13 @@ citus_stop() {
     [ -n "$port" ] && [ -d "$CITUS_DIR/n$port" ] && citus_node_ctl "$port" stop -m fast 2>/dev/null || true
   done
   rm -rf "$CITUS_DIR"
+}
+
+citus_suite_start() {
+  if ! citus_available && ! wb_ensure_citus; then
+    echo "skip: Citus is not installed and cannot be built here (scripts/lib.sh wb_ensure_citus)"
+    exit 0
+  fi
+  trap citus_stop EXIT
+  citus_start
 }

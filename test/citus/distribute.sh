@@ -21,12 +21,7 @@ source scripts/lib.sh          # wb_free_port, wb_ensure_citus
 source test/lib/checks.sh      # check, check_eq, FAILED
 source test/citus/cluster.sh   # citus_start, citus_stop, cq
 
-if ! citus_available && ! wb_ensure_citus; then
-  echo "skip: Citus is not installed and cannot be built here (docs/scaleout.md, scripts/lib.sh wb_ensure_citus)"
-  exit 0
-fi
-trap citus_stop EXIT
-citus_start
+citus_suite_start
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"; }
 # The SQLSTATE of a statement that must fail ("none" when it succeeds).
 sqlstate() {
@@ -195,10 +190,22 @@ check_eq "claim_work(p_partitions => one partition) touches one node" 1 \
   "$(nodes_of "SELECT count(*) FROM whizbang.claim_work('01900000-0000-7000-8000-0000000000e2', p_partitions => ARRAY[$p1])")"
 check_eq "a store of one stream's messages touches one node" 1 \
   "$(nodes_of "SELECT count(*) FROM whizbang.inbox_receive('[{\"MessageId\": \"01900000-0000-7000-8000-0000000000d1\", \"HandlerName\": \"h\", \"MessageType\": \"t\", \"Envelope\": {}, \"StreamId\": \"01900000-0000-7000-8000-0000000000f9\"}, {\"MessageId\": \"01900000-0000-7000-8000-0000000000d2\", \"HandlerName\": \"h\", \"MessageType\": \"t\", \"Envelope\": {}, \"StreamId\": \"01900000-0000-7000-8000-0000000000f9\"}]', 'one')")"
-check_eq "complete_work of one stream's messages writes on one node (the partition look-up reads them all)" 1 \
+# An outcome call names rows by id, which does not tell their node: it asks every node, and the
+# node that has the row answers.
+check_eq "complete_work asks both nodes (an id does not tell its node) and the row's node completes it" "2 completed" \
   "$(psql -X -q -A -t -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
-       -c "SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY['01900000-0000-7000-8000-0000000000d1'::uuid], NULL, 'one')" 2>&1 |
-     grep -A1 'issuing WITH w AS' | sed -nE 's/.*on server [^@]*@([^ ]+) connectionId.*/\1/p' | sort -u | wc -l)"
+       -c "SELECT outcome FROM whizbang.complete_work('inbox', ARRAY['01900000-0000-7000-8000-0000000000d1'::uuid], NULL, 'one')" 2>&1 |
+     grep -A1 'issuing WITH w AS' | sed -nE 's/.*on server [^@]*@([^ ]+) connectionId.*/\1/p' | sort -u | wc -l) $(
+     q "SELECT CASE WHEN NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox WHERE consumer = 'one' AND message_id = '01900000-0000-7000-8000-0000000000d1') THEN 'completed' ELSE 'still there' END")"
+
+# Citus syncs its metadata to the workers, so whizbang answers on a worker too.
+check_eq "a worker answers the same calls (metadata synced): dedup_insert_many there" "new,new" \
+  "$(PGPORT=$WORKER1_PORT q "SELECT string_agg(outcome, ',') FROM whizbang.dedup_insert_many(ARRAY['01900000-0000-7000-8000-0000000000b7', '01900000-0000-7000-8000-0000000000b8']::uuid[], 'on-worker')")"
+check_eq "... and the coordinator sees the records" 2 \
+  "$(q "SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'on-worker'")"
+check_eq "... a claim on the worker hands out a row stored through the coordinator" 1 \
+  "$(q "SELECT count(*) FROM whizbang.store_inbox_messages('[{\"MessageId\": \"01900000-0000-7000-8000-0000000000b9\", \"HandlerName\": \"h\", \"MessageType\": \"t\", \"Envelope\": {}}]', p_consumer => 'on-worker')" >/dev/null
+     PGPORT=$WORKER2_PORT q "SELECT count(*) FROM whizbang.claim_work('01900000-0000-7000-8000-0000000000e3', 'inbox', p_consumer => 'on-worker')")"
 
 check "after them the coordinator's own copies of the tables still hold no rows" \
   "SELECT bool_and(pg_relation_size(c.oid) = 0) FROM pg_class c

@@ -44,6 +44,16 @@ def connect():
     return None
 
 
+def recover(conn):
+    """After a failed call: the connection rolled back, or a new one."""
+    time.sleep(0.05)
+    try:
+        conn.rollback()
+        return conn
+    except psycopg2.Error:
+        return connect()
+
+
 def note_error(e):
     with lock:
         if getattr(e, "pgcode", None) == "40P01":
@@ -80,11 +90,7 @@ def producer(n):
                 conn.commit()
             except psycopg2.Error as e:
                 note_error(e)
-                try:
-                    conn.rollback()
-                except psycopg2.Error:
-                    conn = connect()
-                time.sleep(0.05)
+                conn = recover(conn)
                 continue
             with lock:
                 for m in body:
@@ -115,11 +121,7 @@ def worker(i):
             if committing:  # the commit's fate is unknown: these completions are in doubt
                 with lock:
                     log.setdefault("in_doubt", []).extend(m for m, o in outcomes.items() if o == "completed")
-            try:
-                conn.rollback()
-            except psycopg2.Error:
-                conn = connect()
-            time.sleep(0.05)
+            conn = recover(conn)
             continue
         with lock:
             for mid, _, env in claimed:

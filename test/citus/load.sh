@@ -18,13 +18,8 @@ source scripts/lib.sh
 source test/lib/checks.sh
 source test/citus/cluster.sh
 
-if ! citus_available && ! wb_ensure_citus; then
-  echo "skip: Citus is not installed and cannot be built here"
-  exit 0
-fi
 wb_python
-trap citus_stop EXIT
-citus_start
+citus_suite_start
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"; }
 q "CREATE EXTENSION whizbang" >/dev/null
 q "SELECT whizbang.distribute(8)" >/dev/null 2>&1

@@ -4,7 +4,7 @@
 -- Messages are picked to land on different shards (and so, with 2 workers, different nodes).
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(39);
+SELECT plan(43);
 
 CREATE FUNCTION pg_temp.id(p_n int) RETURNS uuid
 LANGUAGE sql IMMUTABLE AS $$ SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(p_n), 12, '0'))::uuid $$;
@@ -158,6 +158,20 @@ SELECT is((SELECT count(*)::int FROM whizbang.wh_message_deduplication WHERE con
           'maintenance: the six old records are gone');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_message_deduplication WHERE consumer = 'rt'), 7,
           'maintenance: records of waiting messages are kept');
+-- Idempotency keys (their own colocation group: purged once per node) and dead letters.
+SELECT whizbang.idempotency_complete('rt-keys-' || n, 'k' || n, t.token, '{}'::jsonb, interval '1 hour', '2020-01-01 00:00:00+00')
+  FROM generate_series(1, 8) n,
+       LATERAL whizbang.idempotency_begin('rt-keys-' || n, 'k' || n, p_now => '2020-01-01 00:00:00+00') t;
+SELECT is((SELECT count(*)::int FROM whizbang.wh_idempotency_keys WHERE scope LIKE 'rt-keys-%'), 8, 'eight keys in eight scopes');
+SELECT whizbang.fail_work('inbox', ARRAY[pg_temp.id(5)], ARRAY['old'], NULL, ARRAY[false], 'rt', '2030-01-01 00:00:40+00');
+UPDATE whizbang.wh_dead_letters SET dead_lettered_at = '2020-01-01 00:00:00+00' WHERE consumer = 'rt';
+SELECT results_eq(
+    $$SELECT task_name, rows_affected::int FROM whizbang.perform_maintenance('2030-01-01 00:00:00+00')
+       WHERE task_name IN ('purge_expired_idempotency', 'purge_dead_letters') ORDER BY 1$$,
+    $$VALUES ('purge_dead_letters'::text, 1), ('purge_expired_idempotency', 16)$$,
+    'perform_maintenance: every node purges its idempotency keys once (8 results, then 8 tombstones) and its dead letters');
+SELECT is((SELECT count(*)::int FROM whizbang.wh_idempotency_keys WHERE scope LIKE 'rt-keys-%'), 0, 'the keys are gone');
+SELECT is((SELECT count(*)::int FROM whizbang.wh_dead_letters WHERE consumer = 'rt'), 0, 'the old dead letter is gone');
 
 -- ---- a call for one partition touches one node
 SELECT is((SELECT count(DISTINCT get_shard_id_for_distribution_column('whizbang.wh_inbox_work', p))::int
