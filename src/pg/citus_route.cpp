@@ -17,7 +17,7 @@ extern "C" {
 
 namespace whizbang::pg {
 
-std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int>& partitions) {
+std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions) {
     std::map<int64_t, std::vector<std::size_t>> groups;
     if (partitions.empty()) return groups;
     std::vector<int64_t> shards(partitions.size(), 0);
@@ -46,7 +46,7 @@ std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int
     return groups;
 }
 
-std::vector<int> anchor_per_shard() {
+std::vector<int> routing_anchors() {
     // [0]: one partition per node (the coordinator's view); [1]: one per shard, this node's own
     // (a node call's view).
     static std::vector<int> anchors[2];
@@ -57,7 +57,7 @@ std::vector<int> anchor_per_shard() {
         std::vector<int> all(kDistributedPartitionCount);
         for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
         std::vector<int> fresh;
-        for (const auto& [group, positions] : group_by_shard(all)) fresh.push_back(all[positions.front()]);
+        for (const auto& [group, positions] : routing_groups(all)) fresh.push_back(all[positions.front()]);
         if (view == 1) {
             // Only the shards placed here.
             std::vector<int> local;
@@ -209,7 +209,7 @@ std::vector<RoutedRow> call_on_every_shard(FunctionCallInfo fcinfo, const char* 
     }
     TupleDesc desc = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo)->setDesc;
     std::vector<RoutedRow> out;
-    for (int anchor : anchor_per_shard()) {
+    for (int anchor : routing_anchors()) {
         uint64 rows = routed_call(anchor, function, types, values, nulls);
         for (uint64 r = 0; r < rows; ++r) out.push_back(copy_routed_row(r, desc, out.size()));
     }

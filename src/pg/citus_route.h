@@ -17,12 +17,12 @@ namespace whizbang::pg {
 // holds partitions[i]'s shard, on a node (in_node_scope) by the shard; in that order, so every
 // call meets the nodes, and on each node the shards, in one order and two overlapping calls
 // wait for each other at most. Needs an open SPI connection (one query to Citus's metadata).
-std::map<int64_t, std::vector<std::size_t>> group_by_shard(const std::vector<int>& partitions);
+std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions);
 
-// One partition per routing group of the work tables' shards (see group_by_shard: each node on
+// One partition per routing group of the work tables' shards (see routing_groups: each node on
 // the coordinator, each local shard on a node): a call for each reaches every shard once. Kept
 // for a minute: after a shard move or split a call may miss a shard (or ask one twice) until then.
-std::vector<int> anchor_per_shard();
+std::vector<int> routing_anchors();
 
 // Runs whizbang.<function>(args) on the node that holds `partition`'s shard, args[0] passed
 // through whizbang._on_shard(partition, ...). nulls[i] == 'n' marks a NULL argument. The rows
@@ -59,7 +59,7 @@ RoutedRow copy_routed_row(uint64 r, TupleDesc desc, std::size_t position);
 // Puts `rows` into the caller's materialized result in position order (input order).
 void put_in_order(ReturnSetInfo* rsinfo, std::vector<RoutedRow>& rows);
 
-// Calls the calling whizbang `function`, with its own arguments, on every shard (anchor_per_shard)
+// Calls the calling whizbang `function`, with its own arguments, on every shard (routing_anchors)
 // and returns all their rows, copied; position = the row's place in that order. Needs an open
 // SPI connection.
 std::vector<RoutedRow> call_on_every_shard(FunctionCallInfo fcinfo, const char* function);

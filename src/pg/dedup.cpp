@@ -191,7 +191,7 @@ std::vector<Datum> route_dedup(const std::vector<core::Uuid>& ids, const std::st
     for (std::size_t i = 0; i < ids.size(); ++i) partitions[i] = core::partition_of(ids[i], kDistributedPartitionCount);
     std::vector<Datum> outcomes(ids.size(), (Datum)0);
     const Datum consumer_datum = text_datum(consumer);
-    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+    for (const auto& [shard, positions] : routing_groups(partitions)) {
         std::vector<core::Uuid> part_ids;
         std::vector<const std::string*> part_fingerprints;
         std::vector<std::optional<TimestampTz>> part_sent_at;

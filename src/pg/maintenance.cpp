@@ -352,7 +352,7 @@ WB_FUNCTION(wb_perform_maintenance) {
         // Every shard's node purges its shard (and, once per node, its idempotency keys) in the
         // caller's transaction; a task another run holds on a node is skipped there.
         SpiConnection spi;
-        for (int anchor : anchor_per_shard()) {
+        for (int anchor : routing_anchors()) {
             uint64 rows = routed_call(anchor, "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
                                       {TimestampTzGetDatum(now), Int32GetDatum(batch)}, {' ', ' '});
             for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {

@@ -65,7 +65,7 @@ WB_FUNCTION(wb_run_maintenance) {
         // A distributed install: each shard's node runs perform_maintenance next to its shard
         // (once per node for the idempotency keys), one shard per transaction.
         SpiConnection spi(/*nonatomic=*/true);
-        const std::vector<int> anchors = anchor_per_shard();
+        const std::vector<int> anchors = routing_anchors();
         for (std::size_t k = 0; k < anchors.size(); ++k) {
             if (k > 0) spi.commit();
             uint64 rows = routed_call(anchors[k], "perform_maintenance", {TIMESTAMPTZOID, INT4OID},

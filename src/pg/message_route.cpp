@@ -56,7 +56,7 @@ std::size_t route_messages(FunctionCallInfo fcinfo, const char* function, const 
     TupleDesc desc = rsinfo->setDesc;
     // A pre-leasing store (p_instance_id): one token for the call, as on one server.
     const int64_t token = nargs > 1 && !PG_ARGISNULL(1) && types[1] == UUIDOID ? coordinator_lease_token() : 0;
-    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+    for (const auto& [shard, positions] : routing_groups(partitions)) {
         std::vector<Datum> values(nargs);
         std::vector<char> nulls(nargs, ' ');
         values[0] = sub_batch(PG_GETARG_DATUM(0), positions);

@@ -84,7 +84,7 @@ CachedPlan queues_plan(queue_counts_sql(), queue_counts_types());
 
 std::vector<QueueCounts> routed_queue_counts(TimestampTz now) {
     std::map<std::pair<std::string, std::optional<std::string>>, QueueCounts> merged;
-    for (int anchor : anchor_per_shard()) {
+    for (int anchor : routing_anchors()) {
         uint64 rows = routed_call(anchor, "queues", {TIMESTAMPTZOID}, {TimestampTzGetDatum(now)}, {' '});
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false, no_consumer = false;

@@ -631,13 +631,13 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     // (anchor partition, the partitions of that shard asked for; empty: all of them)
     std::vector<std::pair<int, std::vector<int>>> parts;
     if (partitions) {
-        for (const auto& [shard, positions] : group_by_shard(*partitions)) {
+        for (const auto& [shard, positions] : routing_groups(*partitions)) {
             std::vector<int> mine;
             for (std::size_t i : positions) mine.push_back((*partitions)[i]);
             parts.emplace_back(mine.front(), mine);
         }
     } else {
-        for (int anchor : anchor_per_shard()) parts.emplace_back(anchor, std::vector<int>{});
+        for (int anchor : routing_anchors()) parts.emplace_back(anchor, std::vector<int>{});
     }
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     const int64_t token = coordinator_lease_token();  // one token for the whole claim, as on one server

@@ -77,7 +77,7 @@ std::vector<int> partitions_of(Source source, const std::vector<core::Uuid>& ids
         core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
         found[id] = DatumGetInt32(spi_value(r, 2, &isnull));
     }
-    const int elsewhere = in_node_scope() ? anchor_per_shard().front() : -1;
+    const int elsewhere = in_node_scope() ? routing_anchors().front() : -1;
     std::vector<int> partitions(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         auto it = found.find(ids[i]);
@@ -124,7 +124,7 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
         std::vector<std::size_t> all(ids.size());
         for (std::size_t i = 0; i < ids.size(); ++i) all[i] = i;
         part_arguments(fcinfo, types, all, values, nulls);
-        for (int anchor : anchor_per_shard()) {
+        for (int anchor : routing_anchors()) {
             uint64 rows = routed_call(anchor, function, types, values, nulls);
             if (rows != ids.size())
                 throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a node answered " + std::to_string(rows) +
@@ -143,7 +143,7 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
     }
     const std::vector<int> partitions = partitions_of(source, ids, consumer);
     std::vector<RoutedRow> out;
-    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+    for (const auto& [shard, positions] : routing_groups(partitions)) {
         std::vector<Datum> values;
         std::vector<char> nulls;
         part_arguments(fcinfo, types, positions, values, nulls);
@@ -167,7 +167,7 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
         // The coordinator: the ids to every node; each completes those in its shards.
         std::vector<Datum> values{uuid_array(ids), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
         std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
-        for (int anchor : anchor_per_shard()) {
+        for (int anchor : routing_anchors()) {
             if (routed_call(anchor, "complete_outbox_published", types, values, nulls) != 1)
                 throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a node did not answer its count");
             bool isnull = false;
@@ -178,7 +178,7 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
         return done;
     }
     const std::vector<int> partitions = partitions_of(Source::outbox, ids, "");
-    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+    for (const auto& [shard, positions] : routing_groups(partitions)) {
         // The caller's p_ids may hold NULLs and repeats: the part gets the distinct ids it owns.
         std::vector<core::Uuid> mine;
         for (std::size_t i : positions) mine.push_back(ids[i]);
@@ -214,7 +214,7 @@ int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>&
         }
     }
     int done = 0;
-    for (const auto& [shard, positions] : group_by_shard(partitions)) {
+    for (const auto& [shard, positions] : routing_groups(partitions)) {
         std::vector<int64_t> mine;
         std::vector<int> their_partitions;
         for (std::size_t i : positions) {
