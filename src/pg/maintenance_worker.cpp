@@ -66,8 +66,9 @@ bool maintenance_installed() {
             " WHERE n.nspname OPERATOR(pg_catalog.=) 'whizbang' AND p.proname OPERATOR(pg_catalog.=) 'perform_maintenance'",
             true, 1);
         installed = rc == SPI_OK_SELECT && SPI_processed > 0;
-        // A distributed install (whizbang.distribute()) keeps its rows on the Citus nodes; the
-        // local tables are empty shells, and perform_maintenance refuses there (docs/scaleout.md).
+        // A distributed install (whizbang.distribute()) keeps its rows on the Citus nodes, where
+        // run_maintenance scheduled on the coordinator purges them node by node; a worker on
+        // each node purging on its own would only race it (docs/scaleout.md).
         if (installed) {
             rc = SPI_execute("SELECT 1 WHERE pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL", true, 1);
             if (rc == SPI_OK_SELECT && SPI_processed > 0) {
