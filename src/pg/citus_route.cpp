@@ -3,6 +3,7 @@
 
 #include "pg/arrays.h"  // before any PostgreSQL header: it includes src/core
 #include "pg/citus_route.h"
+#include "pg/distributed.h"
 #include "pg/shard_scope.h"
 #include "pg/spi.h"
 
@@ -16,6 +17,20 @@ extern "C" {
 }
 
 namespace whizbang::pg {
+
+bool must_route() { return distributed() && !in_shard_scope(); }
+
+void caller_arguments(FunctionCallInfo fcinfo, std::vector<Datum>& values, std::vector<char>& nulls) {
+    const int nargs = PG_NARGS();
+    values.assign(nargs, (Datum)0);
+    nulls.assign(nargs, ' ');
+    for (int i = 0; i < nargs; ++i) {
+        if (PG_ARGISNULL(i))
+            nulls[i] = 'n';
+        else
+            values[i] = PG_GETARG_DATUM(i);
+    }
+}
 
 std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions) {
     std::map<int64_t, std::vector<std::size_t>> groups;
@@ -56,30 +71,12 @@ std::vector<int> routing_anchors() {
     if (anchors[view].empty() || now - loaded_at[view] > 60 * USECS_PER_SEC) {
         std::vector<int> all(kDistributedPartitionCount);
         for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
+        // On a node the groups are shards: only those placed here.
+        std::vector<int64_t> here;
+        if (view == 1) here = local_shards("wh_inbox_work");
         std::vector<int> fresh;
-        for (const auto& [group, positions] : routing_groups(all)) fresh.push_back(all[positions.front()]);
-        if (view == 1) {
-            // Only the shards placed here.
-            std::vector<int> local;
-            Datum array = int4_array(fresh);
-            pg_call([&] {
-                Oid types[1] = {INT4ARRAYOID};
-                Datum values[1] = {array};
-                int rc = SPI_execute_with_args(
-                    "SELECT u.p FROM pg_catalog.unnest($1) AS u(p)"
-                    " WHERE EXISTS (SELECT 1 FROM pg_catalog.pg_dist_placement pl"
-                    "   WHERE pl.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column("
-                    "           'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p)"
-                    "     AND pl.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g))",
-                    1, types, values, nullptr, true, 0);
-                if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not read this node's shards");
-            });
-            for (uint64 r = 0; r < SPI_processed; ++r) {
-                bool isnull = false;
-                local.push_back(DatumGetInt32(spi_value(r, 1, &isnull)));
-            }
-            fresh = std::move(local);
-        }
+        for (const auto& [group, positions] : routing_groups(all))
+            if (view == 0 || std::binary_search(here.begin(), here.end(), group)) fresh.push_back(all[positions.front()]);
         anchors[view] = std::move(fresh);
         loaded_at[view] = now;
     }
@@ -138,6 +135,16 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
         if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: routed call of %s failed: %s", function, SPI_result_code_string(rc));
         return SPI_processed;
     });
+}
+
+int routed_count(int partition, const char* function, const std::vector<Oid>& types,
+                 const std::vector<Datum>& values, const std::vector<char>& nulls,
+                 const std::vector<int>* row_partitions) {
+    if (routed_call(partition, function, types, values, nulls, 0, row_partitions) != 1)
+        throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: a node did not answer the count of ") + function);
+    bool isnull = false;
+    Datum count = spi_value(0, 1, &isnull);
+    return isnull ? 0 : DatumGetInt32(count);
 }
 
 std::vector<Oid> argument_types(FunctionCallInfo fcinfo) {
@@ -200,13 +207,9 @@ void put_in_order(ReturnSetInfo* rsinfo, std::vector<RoutedRow>& rows) {
 
 std::vector<RoutedRow> call_on_every_shard(FunctionCallInfo fcinfo, const char* function) {
     const std::vector<Oid> types = argument_types(fcinfo);
-    const int nargs = PG_NARGS();
-    std::vector<Datum> values(nargs);
-    std::vector<char> nulls(nargs, ' ');
-    for (int i = 0; i < nargs; ++i) {
-        nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-        values[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
-    }
+    std::vector<Datum> values;
+    std::vector<char> nulls;
+    caller_arguments(fcinfo, values, nulls);
     TupleDesc desc = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo)->setDesc;
     std::vector<RoutedRow> out;
     for (int anchor : routing_anchors()) {

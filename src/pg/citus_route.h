@@ -13,6 +13,13 @@
 
 namespace whizbang::pg {
 
+// True when this call must be routed: the tables are Citus tables (distributed()) and the call
+// is not itself a routed call's part running next to its shard (shard_scope.h).
+bool must_route();
+
+// The calling function's arguments as routed_call takes them: values, and 'n' for a NULL.
+void caller_arguments(FunctionCallInfo fcinfo, std::vector<Datum>& values, std::vector<char>& nulls);
+
 // Positions 0..n-1 grouped for routed calls: on the coordinator by the node (group id) that
 // holds partitions[i]'s shard, on a node (in_node_scope) by the shard; in that order, so every
 // call meets the nodes, and on each node the shards, in one order and two overlapping calls
@@ -34,6 +41,11 @@ std::vector<int> routing_anchors();
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token = 0,
                    const std::vector<int>* row_partitions = nullptr);
+
+// routed_call of a function that returns one integer (a count): that count (NULL: 0).
+int routed_count(int partition, const char* function, const std::vector<Oid>& types,
+                 const std::vector<Datum>& values, const std::vector<char>& nulls,
+                 const std::vector<int>* row_partitions = nullptr);
 
 // The lease token of a routed call: the one a node call was given, else a new one from this
 // node's (the coordinator's) sequence.

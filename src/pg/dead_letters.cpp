@@ -4,9 +4,8 @@
 #include <tuple>
 
 #include "pg/args.h"
+#include "pg/citus_route.h"
 #include "pg/arrays.h"
-#include "pg/distributed.h"
-#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work_route.h"
 #include "pg/work_store.h"
@@ -54,7 +53,7 @@ WB_FUNCTION(wb_retry_dead_letters) {
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_dead_letter_ids[" + std::to_string(i + 1) + "] must not be null");
         wanted.push_back(*(*ids)[i]);
     }
-    if (distributed() && !in_shard_scope()) PG_RETURN_INT32(route_dead_letter_retry(fcinfo, wanted));
+    if (must_route()) PG_RETURN_INT32(route_dead_letter_retry(fcinfo, wanted));
     SpiConnection spi;
     uint64 rows = dead_letters_plan.execute({int8_array(wanted)});
     // Grouped by source and consumer: each group is stored like a batch of its own.

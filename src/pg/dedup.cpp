@@ -16,7 +16,6 @@
 #include "pg/dedup.h"
 #include "pg/citus_route.h"
 #include "pg/dedup_store.h"
-#include "pg/distributed.h"
 #include "pg/shard_scope.h"
 #include "pg/settings.h"
 #include "pg/spi.h"
@@ -234,7 +233,7 @@ WB_FUNCTION(wb_dedup_insert) {
     require_not_null(fcinfo, 0, "p_message_id");
     std::string consumer = consumer_arg(fcinfo, 1);
     TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         std::optional<std::vector<std::optional<std::string>>> fingerprint;
         std::optional<std::vector<std::optional<TimestampTz>>> sent;
         if (!PG_ARGISNULL(2)) {
@@ -273,7 +272,7 @@ WB_FUNCTION(wb_dedup_insert_many) {
     if (ids.empty()) return (Datum)0;
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
 
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         std::vector<Datum> routed = route_dedup(ids, consumer, fingerprints, sent_at, now);
         pg_call([&] {
             for (std::size_t i = 0; i < ids.size(); ++i) {

@@ -7,9 +7,9 @@
 
 #include "core/partition.h"
 #include "pg/args.h"
+#include "pg/citus_route.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
-#include "pg/distributed.h"
 #include "pg/message_route.h"
 #include "pg/shard_scope.h"
 #include "pg/spi.h"
@@ -65,7 +65,7 @@ WB_FUNCTION(wb_store_inbox_messages) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_messages(fcinfo, "store_inbox_messages", messages, o.partition_count, RoutedRows::new_only);
         return (Datum)0;
     }
@@ -97,7 +97,7 @@ WB_FUNCTION(wb_inbox_receive) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_messages(fcinfo, "inbox_receive", messages, o.partition_count, RoutedRows::one_per_input);
         return (Datum)0;
     }

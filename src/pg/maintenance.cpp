@@ -16,7 +16,6 @@
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/citus_route.h"
-#include "pg/distributed.h"
 #include "pg/lease_store.h"
 #include "pg/maintenance.h"
 #include "pg/settings.h"
@@ -325,6 +324,18 @@ void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size) {
     pg_call([] { CHECK_FOR_INTERRUPTS(); });
 }
 
+void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int batch_size) {
+    uint64 rows = routed_call(anchor, "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
+                              {TimestampTzGetDatum(now), Int32GetDatum(batch_size)}, {' ', ' '});
+    for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {
+        bool isnull = false;
+        runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
+        runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
+        runs[r].batches += 1;
+        if (text_from_datum(spi_value(r, 4, &isnull)) == "skipped") runs[r].skipped = true;
+    }
+}
+
 bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
     bool more = false;
     SpiConnection spi;
@@ -348,20 +359,11 @@ WB_FUNCTION(wb_perform_maintenance) {
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     TaskRun runs[kTaskCount];
-    if (distributed() && !in_shard_scope()) {
-        // Every shard's node purges its shard (and, once per node, its idempotency keys) in the
-        // caller's transaction; a task another run holds on a node is skipped there.
+    if (must_route()) {
+        // Every node purges its shards (and, once, its idempotency keys) in the caller's
+        // transaction; a task another run holds on a node is skipped there.
         SpiConnection spi;
-        for (int anchor : routing_anchors()) {
-            uint64 rows = routed_call(anchor, "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
-                                      {TimestampTzGetDatum(now), Int32GetDatum(batch)}, {' ', ' '});
-            for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {
-                bool isnull = false;
-                runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
-                runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
-                if (text_from_datum(spi_value(r, 4, &isnull)) == "skipped") runs[r].skipped = true;
-            }
-        }
+        for (int anchor : routing_anchors()) run_on_node(runs, anchor, now, batch);
         spi.finish();
     } else {
         SpiConnection spi;

@@ -37,4 +37,9 @@ void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size);
 // whether any task is left.
 bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size);
 
+// A distributed install (docs/scaleout.md): perform_maintenance on the node of `anchor`
+// (routing_anchors), which purges its shards and, once, its idempotency keys; its results are
+// added to `runs` (one batch each). With SPI connected.
+void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int batch_size);
+
 }  // namespace whizbang::pg

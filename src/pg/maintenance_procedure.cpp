@@ -13,7 +13,6 @@
 // duration of its batch, as a SET clause would (DESIGN §4).
 #include "pg/args.h"
 #include "pg/citus_route.h"
-#include "pg/distributed.h"
 #include "pg/maintenance.h"
 #include "pg/spi.h"
 
@@ -61,22 +60,13 @@ WB_FUNCTION(wb_run_maintenance) {
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     TaskRun runs[kTaskCount];
-    if (distributed()) {
-        // A distributed install: each shard's node runs perform_maintenance next to its shard
-        // (once per node for the idempotency keys), one shard per transaction.
+    if (must_route()) {
+        // A distributed install: node by node, one node per transaction.
         SpiConnection spi(/*nonatomic=*/true);
         const std::vector<int> anchors = routing_anchors();
         for (std::size_t k = 0; k < anchors.size(); ++k) {
             if (k > 0) spi.commit();
-            uint64 rows = routed_call(anchors[k], "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
-                                      {TimestampTzGetDatum(now), Int32GetDatum(batch)}, {' ', ' '});
-            for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {
-                bool isnull = false;
-                runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
-                runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
-                runs[r].batches += 1;
-                if (text_from_datum(spi_value(r, 4, &isnull)) == "skipped") runs[r].skipped = true;
-            }
+            run_on_node(runs, anchors[k], now, batch);
         }
         spi.finish();
     } else {

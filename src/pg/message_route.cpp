@@ -6,7 +6,6 @@
 #include "pg/arrays.h"
 #include "pg/citus_route.h"
 #include "pg/message_route.h"
-#include "pg/shard_scope.h"
 #include "pg/spi.h"
 
 extern "C" {
@@ -57,13 +56,10 @@ std::size_t route_messages(FunctionCallInfo fcinfo, const char* function, const 
     // A pre-leasing store (p_instance_id): one token for the call, as on one server.
     const int64_t token = nargs > 1 && !PG_ARGISNULL(1) && types[1] == UUIDOID ? coordinator_lease_token() : 0;
     for (const auto& [shard, positions] : routing_groups(partitions)) {
-        std::vector<Datum> values(nargs);
-        std::vector<char> nulls(nargs, ' ');
+        std::vector<Datum> values;
+        std::vector<char> nulls;
+        caller_arguments(fcinfo, values, nulls);
         values[0] = sub_batch(PG_GETARG_DATUM(0), positions);
-        for (int i = 1; i < nargs; ++i) {
-            nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-            values[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
-        }
         uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls, token);
         if (mode == RoutedRows::one_per_input && rows != positions.size())
             throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +

@@ -1,7 +1,7 @@
 // store_outbox_messages (DESIGN §3.3): messages an application sends, stored in its own
 // transaction with the business write, for a relay to claim and publish.
 #include "pg/args.h"
-#include "pg/distributed.h"
+#include "pg/citus_route.h"
 #include "pg/message_route.h"
 #include "pg/shard_scope.h"
 #include "pg/settings.h"
@@ -25,7 +25,7 @@ WB_FUNCTION(wb_store_outbox_messages) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         // The relays listen on the coordinator: the wake-up is sent from here.
         std::size_t created =
             route_messages(fcinfo, "store_outbox_messages", messages, o.partition_count, RoutedRows::one_per_input);

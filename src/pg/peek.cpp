@@ -15,9 +15,7 @@
 #include "pg/arrays.h"
 #include "pg/dedup.h"
 #include "pg/citus_route.h"
-#include "pg/distributed.h"
 #include "pg/lease_store.h"
-#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work.h"
 
@@ -100,7 +98,7 @@ WB_FUNCTION(wb_peek) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         // Each shard's pending rows in claim order, merged by due time (scheduled_for): exact
         // within a shard, by due time across shards; the first p_limit.
         std::vector<RoutedRow> rows = call_on_every_shard(fcinfo, "peek");

@@ -11,10 +11,8 @@
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/citus_route.h"
-#include "pg/distributed.h"
 #include "pg/lease_store.h"
 #include "pg/queues.h"
-#include "pg/shard_scope.h"
 #include "pg/spi.h"
 
 namespace whizbang::pg {
@@ -124,7 +122,7 @@ WB_FUNCTION(wb_queues) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         std::vector<QueueCounts> counts = routed_queue_counts(now);
         std::vector<Datum> texts;
         for (const QueueCounts& q : counts) {

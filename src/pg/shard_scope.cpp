@@ -116,8 +116,6 @@ bool in_shard_scope() { return !active.empty() && !active.back().node; }
 
 bool in_node_scope() { return !active.empty() && active.back().node; }
 
-int shard_scope_partition() { return active.empty() ? -1 : active.back().partition; }
-
 int64_t shard_scope_token() { return active.empty() ? 0 : active.back().token; }
 
 std::string shard_sql(const std::string& sql) {
@@ -181,29 +179,23 @@ Oid whizbang_relid(const char* name) {
     return pg_call([&] { return whizbang_relid_unguarded(name); });
 }
 
-std::vector<int64_t> idempotency_shards_of_first_local_shard() {
-    std::vector<int64_t> shards;
-    if (!in_shard_scope()) return shards;
-    const int64_t mine = active.back().shards.at("wh_inbox_work");
+std::vector<int64_t> local_shards(const char* table) {
     uint64 count = 0;
     int64* found = nullptr;
+    Datum relname = pg_call([&] { return CStringGetTextDatum(psprintf("whizbang.%s", table)); });
     pg_call([&] {
         if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
-        Oid types[1] = {INT8OID};
-        Datum values[1] = {Int64GetDatum(mine)};
+        Oid types[1] = {TEXTOID};
+        Datum values[1] = {relname};
         // This node's placements: its group (pg_dist_local_group).
         int rc = SPI_execute_with_args(
-            "WITH here AS (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g),"
-            " local AS (SELECT s.logicalrelid, s.shardid FROM pg_catalog.pg_dist_shard s"
-            "            JOIN pg_catalog.pg_dist_placement p ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
-            "           WHERE p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM here))"
-            " SELECT l.shardid FROM local l"
-            "  WHERE l.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_idempotency_keys'::pg_catalog.regclass"
-            "    AND $1 OPERATOR(pg_catalog.=) (SELECT pg_catalog.min(w.shardid) FROM local w"
-            "          WHERE w.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox_work'::pg_catalog.regclass)"
-            "  ORDER BY l.shardid",
+            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p"
+            "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+            " WHERE s.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
+            "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)"
+            " ORDER BY s.shardid",
             1, types, values, nullptr, true, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading this node's shards failed");
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading this node's shards of %s failed", table);
         found = static_cast<int64*>(SPI_palloc(sizeof(int64) * (SPI_processed + 1)));
         for (uint64 r = 0; r < SPI_processed; ++r) {
             bool isnull = false;
@@ -211,9 +203,16 @@ std::vector<int64_t> idempotency_shards_of_first_local_shard() {
         }
         SPI_finish();
     });
-    for (uint64 i = 0; i < count; ++i) shards.push_back(found[i]);
+    std::vector<int64_t> shards(found, found + count);
     pg_call([&] { pfree(found); });
     return shards;
+}
+
+std::vector<int64_t> idempotency_shards_of_first_local_shard() {
+    if (!in_shard_scope()) return {};
+    const std::vector<int64_t> work = local_shards("wh_inbox_work");
+    if (work.empty() || work.front() != active.back().shards.at("wh_inbox_work")) return {};
+    return local_shards("wh_idempotency_keys");
 }
 
 ShardTableOverride::ShardTableOverride(const char* table, int64_t shard) {

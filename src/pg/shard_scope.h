@@ -26,9 +26,6 @@ bool in_shard_scope();
 // locally (citus_route.h), so a call costs one round trip per node, not per shard.
 bool in_node_scope();
 
-// The partition the routed call was sent for.
-int shard_scope_partition();
-
 // The lease token the coordinator drew for the routed call (a claim, a pre-leasing store): every
 // node of one call hands out the same, from the coordinator's sequence. 0: none.
 int64_t shard_scope_token();
@@ -54,6 +51,9 @@ void set_pending_shard(int partition, int64_t token, bool node, std::vector<int>
 
 // A node call's partitions of the rows it names (see set_pending_shard); empty if none given.
 const std::vector<int>& node_scope_partitions();
+
+// The shard ids of whizbang.<table> placed on this node, ascending (Citus's metadata).
+std::vector<int64_t> local_shards(const char* table);
 
 // The shards of wh_idempotency_keys (a colocation group of its own) placed on this node, when
 // the current routed call is for this node's first shard of the work tables; else none. Lets

@@ -4,11 +4,10 @@
 #include <algorithm>
 
 #include "pg/args.h"
+#include "pg/citus_route.h"
 #include "pg/arrays.h"
-#include "pg/distributed.h"
 #include "pg/lease_store.h"
 #include "pg/queues.h"
-#include "pg/shard_scope.h"
 #include "pg/spi.h"
 #include "pg/work_wait.h"
 
@@ -118,7 +117,7 @@ WB_FUNCTION(wb_stats) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     const TimestampTz now = GetCurrentTransactionStartTimestamp();
-    if (distributed() && !in_shard_scope())
+    if (must_route())
         distributed_table_metrics(rsinfo, now);
     else
         spi_rows_to_result(rsinfo, stats_plan.execute(queue_counts_params(now)));

@@ -21,7 +21,6 @@
 #include "pg/work.h"
 
 #include "pg/citus_route.h"
-#include "pg/distributed.h"
 #include "pg/shard_scope.h"
 #include "pg/work_wait.h"
 
@@ -647,12 +646,9 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     int handed = 0;
     for (std::size_t k = 0; k < parts.size() && handed < max_rows; ++k) {
         const auto& [anchor, mine] = parts[(first + k) % parts.size()];
-        std::vector<Datum> values(nargs);
-        std::vector<char> nulls(nargs, ' ');
-        for (int i = 0; i < nargs; ++i) {
-            nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-            values[i] = PG_ARGISNULL(i) ? (Datum)0 : PG_GETARG_DATUM(i);
-        }
+        std::vector<Datum> values;
+        std::vector<char> nulls;
+        caller_arguments(fcinfo, values, nulls);
         values[2] = Int32GetDatum(max_rows - handed);  // p_max_rows
         values[4] = mine.empty() ? (Datum)0 : int4_array(mine);
         nulls[4] = mine.empty() ? 'n' : ' ';
@@ -778,7 +774,7 @@ WB_FUNCTION(wb_claim_work) {
     // On a distributed install the coordinator claims shard by shard, each part on the node of
     // its shard (citus_route.h); p_wait polls between looks here (the commits that store work
     // happen on the workers).
-    const bool routed = distributed() && !in_shard_scope();
+    const bool routed = must_route();
     std::function<int(int64_t)> look = try_claim;
     if (routed) {
         require_distributed_partition_count(c.partition_count);

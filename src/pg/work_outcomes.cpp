@@ -11,10 +11,9 @@
 #include <random>
 
 #include "core/backoff.h"
-#include "pg/distributed.h"
-#include "pg/shard_scope.h"
 #include "pg/work_route.h"
 #include "pg/args.h"
+#include "pg/citus_route.h"
 #include "pg/arrays.h"
 #include "pg/dedup.h"
 #include "pg/lease_store.h"
@@ -287,7 +286,7 @@ WB_FUNCTION(wb_complete_work) {
     Named n;
     read_named(fcinfo, n, 2, false, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_outcomes(fcinfo, "complete_work", n.source, n.ids, n.consumer);
         return (Datum)0;
     }
@@ -318,7 +317,7 @@ WB_FUNCTION(wb_fail_work) {
     auto retryable = bool_array_arg(fcinfo, 4, "p_retryable");
     if (retryable) require_same_length(n.ids.size(), "p_message_ids", retryable->size(), "p_retryable");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_outcomes(fcinfo, "fail_work", n.source, n.ids, n.consumer);
         return (Datum)0;
     }
@@ -380,7 +379,7 @@ WB_FUNCTION(wb_renew_leases) {
     int seconds = PG_GETARG_INT32(3);
     if (seconds < 1) throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_lease_seconds must be at least 1");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_outcomes(fcinfo, "renew_leases", n.source, n.ids, n.consumer);
         return (Datum)0;
     }
@@ -408,7 +407,7 @@ WB_FUNCTION(wb_release_work) {
     Named n;
     read_named(fcinfo, n, 2, true, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_outcomes(fcinfo, "release_work", n.source, n.ids, n.consumer);
         return (Datum)0;
     }
@@ -439,7 +438,7 @@ WB_FUNCTION(wb_cancel_work) {
     Named n;
     read_named(fcinfo, n, -1, false, 2, 3);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
-    if (distributed() && !in_shard_scope()) {
+    if (must_route()) {
         route_outcomes(fcinfo, "cancel_work", n.source, n.ids, n.consumer);
         return (Datum)0;
     }
@@ -507,7 +506,7 @@ WB_FUNCTION(wb_complete_outbox_published) {
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) PG_RETURN_INT32(0);
-    if (distributed() && !in_shard_scope()) PG_RETURN_INT32(route_published(fcinfo, ids));
+    if (must_route()) PG_RETURN_INT32(route_published(fcinfo, ids));
     // Shared-memory store: the published rows' leases end with this transaction (in debug mode
     // the rows stay, processed, and no delete trigger would end them).
     if (shared_leases_active())

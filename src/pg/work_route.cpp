@@ -30,23 +30,7 @@ CachedPlan partitions_plan[2] = {
 // inside one): the ids' work rows in this node's own shards, one statement over all of them.
 uint64 find_on_this_node(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
     const char* table = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
-    std::vector<int64_t> shards;
-    Datum relname = text_datum(std::string("whizbang.") + table);
-    pg_call([&] {
-        Oid types[1] = {TEXTOID};
-        Datum values[1] = {relname};
-        int rc = SPI_execute_with_args(
-            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p"
-            "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
-            " WHERE s.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
-            "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)",
-            1, types, values, nullptr, true, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not read this node's shards");
-    });
-    for (uint64 r = 0; r < SPI_processed; ++r) {
-        bool isnull = false;
-        shards.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
-    }
+    const std::vector<int64_t> shards = local_shards(table);
     if (shards.empty()) return 0;
     std::string sql;
     for (int64_t shard : shards) {
@@ -92,16 +76,11 @@ std::vector<int> partitions_of(Source source, const std::vector<core::Uuid>& ids
 // ids and the arrays that go with them) cut down to those elements.
 void part_arguments(FunctionCallInfo fcinfo, const std::vector<Oid>& types, const std::vector<std::size_t>& positions,
                     std::vector<Datum>& values, std::vector<char>& nulls) {
-    const int nargs = PG_NARGS();
-    values.assign(nargs, (Datum)0);
-    nulls.assign(nargs, ' ');
-    for (int i = 0; i < nargs; ++i) {
-        if (PG_ARGISNULL(i)) {
-            nulls[i] = 'n';
-            continue;
-        }
-        const bool is_array = OidIsValid(pg_call([&] { return get_element_type(types[i]); }));
-        values[i] = is_array ? slice_array(PG_GETARG_DATUM(i), positions) : PG_GETARG_DATUM(i);
+    caller_arguments(fcinfo, values, nulls);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (nulls[i] == 'n') continue;
+        if (OidIsValid(pg_call([&] { return get_element_type(types[i]); })))
+            values[i] = slice_array(values[i], positions);
     }
 }
 
@@ -167,13 +146,8 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
         // The coordinator: the ids to every node; each completes those in its shards.
         std::vector<Datum> values{uuid_array(ids), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
         std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
-        for (int anchor : routing_anchors()) {
-            if (routed_call(anchor, "complete_outbox_published", types, values, nulls) != 1)
-                throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a node did not answer its count");
-            bool isnull = false;
-            Datum count = spi_value(0, 1, &isnull);
-            if (!isnull) done += DatumGetInt32(count);
-        }
+        for (int anchor : routing_anchors())
+            done += routed_count(anchor, "complete_outbox_published", types, values, nulls);
         spi.finish();
         return done;
     }
@@ -184,11 +158,7 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
         for (std::size_t i : positions) mine.push_back(ids[i]);
         std::vector<Datum> values{uuid_array(mine), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
         std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
-        uint64 rows = routed_call(partitions[positions.front()], "complete_outbox_published", types, values, nulls);
-        if (rows != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
-        bool isnull = false;
-        Datum count = spi_value(0, 1, &isnull);
-        if (!isnull) done += DatumGetInt32(count);
+        done += routed_count(partitions[positions.front()], "complete_outbox_published", types, values, nulls);
     }
     spi.finish();
     return done;
@@ -221,12 +191,8 @@ int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>&
             mine.push_back(found_ids[i]);
             their_partitions.push_back(partitions[i]);
         }
-        uint64 answered = routed_call(partitions[positions.front()], "retry_dead_letters", types, {int8_array(mine)},
-                                      {' '}, 0, &their_partitions);
-        if (answered != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard did not answer its count");
-        bool isnull = false;
-        Datum count = spi_value(0, 1, &isnull);
-        if (!isnull) done += DatumGetInt32(count);
+        done += routed_count(partitions[positions.front()], "retry_dead_letters", types, {int8_array(mine)}, {' '},
+                             &their_partitions);
     }
     spi.finish();
     return done;
