@@ -48,7 +48,7 @@ std::vector<LiveLease> shared_leases(std::optional<Source> only) {
         std::map<core::Uuid, std::vector<const shm::Listed*>> by_id;
         std::vector<core::Uuid> ids;
         for (const shm::Listed& l : listed)
-            if (l.source == source && !l.lease.ended_here) {
+            if (l.source == source) {
                 if (by_id[l.id].empty()) ids.push_back(l.id);
                 by_id[l.id].push_back(&l);
             }

@@ -1,12 +1,16 @@
 // The shared-memory lease store (DESIGN §3.8, lease_store.h): a partitioned shared hash table of
-// leases, the token counter, and the transaction callbacks that end leases at commit.
+// lease slots, the token counter, and the glue between PostgreSQL's transactions and the lease
+// state machine of src/core (lease_machine.h), which decides every transition.
 //
 // Every operation holds one partition lock (take_over and the listing hold several, in
-// partition order) for a few field reads and writes: nothing inside a lock can fail, allocate
-// or wait, so a lock is never held across a PostgreSQL error.
+// partition order) for a few field reads and writes: nothing inside a lock allocates or waits
+// (the journal's record is made ready before), so a lock is never held across a C++ error.
+// A slot whose owner is a prepared transaction is settled from the commit log by whoever
+// touches it next, which may look the xid up in the commit log under the lock.
 #include <algorithm>
 #include <cstring>
 
+#include "core/lease_journal.h"
 #include "pg/lease_store.h"
 #include "pg/shard_scope.h"
 #include "pg/work.h"
@@ -22,6 +26,10 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "access/transam.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
+#include "commands/extension.h"
 #include "storage/proc.h"
 }
 
@@ -36,8 +44,7 @@ constexpr const char* kTranche = "whizbang_leases";
 constexpr const char* kTokenFile = "whizbang_lease_tokens";
 constexpr int64_t kTokenReserve = 10 * USECS_PER_SEC;
 
-// An entry with token kNoLease holds no lease: it only marks a row whose end (a cancel, an
-// unfenced completion, a delete) is not committed yet, so that no claim hands the row out.
+namespace lm = core::lease;
 using shm::kNoLease;
 
 struct SharedKey {
@@ -46,19 +53,11 @@ struct SharedKey {
     uint64 consumer_hash;
     uint8 id[16];
 };
+static_assert(sizeof(SharedKey) == 32, "SharedKey is compared and hashed as bytes: no padding");
 
 struct SharedEntry {
     SharedKey key;  // first: dynahash's rule
-    uint8 instance[16];
-    int64 token;
-    TimestampTz expiry;
-    uint8 stream[16];
-    int64 seq;
-    int32 attempts;
-    bool has_stream;
-    bool ending;
-    int ending_proc;           // the backend whose transaction ends it
-    TransactionId ending_xid;  // that transaction's xid, when it has one
+    lm::Slot slot;
 };
 
 struct Control {
@@ -116,18 +115,40 @@ void startup_shmem() {
     locks = GetNamedLWLockTranche(kTranche);
 }
 
-// ---- this transaction's leases: what its commit or abort does to them ----------------------
+// ---- this transaction's lease changes: the journal its end settles -------------------------
 
-struct Pending {
-    SharedKey key;
-    uint32 hash;
-    int64 token;
-    bool ending;  // marked ending (commit removes, abort unmarks); else taken (abort removes)
-    int level;    // subtransaction nest level
-    bool restore = false;  // a lease this transaction voided (a takeover): back if it aborts
-    SharedEntry old{};
+struct SharedKeyHash {
+    std::size_t operator()(const SharedKey& k) const {
+        uint64 h = k.consumer_hash ^ (static_cast<uint64>(k.database) << 32) ^ static_cast<uint64>(k.source);
+        uint64 id[2];
+        memcpy(id, k.id, 16);
+        return static_cast<std::size_t>(h ^ id[0] ^ (id[1] * 0x9e3779b97f4a7c15ULL));
+    }
 };
-std::vector<Pending> pending;
+struct SharedKeyEqual {
+    bool operator()(const SharedKey& a, const SharedKey& b) const { return memcmp(&a, &b, sizeof(a)) == 0; }
+};
+using LeaseJournal = lm::Journal<SharedKey, SharedKeyHash, SharedKeyEqual>;
+LeaseJournal journal;
+
+// This backend's transactions are told apart by a serial: a slot owned by an earlier one (there
+// should be none: every end settles its slots) is never taken for this one's.
+uint32 serial = 1;
+lm::Owner me() { return lm::Owner{MyProcPid, serial, 0, false}; }
+
+// What became of a prepared transaction: as heapam asks, in progress first, then the commit log.
+lm::Fate xid_fate(uint32 xid) {
+    if (TransactionIdIsInProgress(xid)) return lm::Fate::in_progress;
+    return TransactionIdDidCommit(xid) ? lm::Fate::committed : lm::Fate::aborted;
+}
+const lm::FateOf fate = xid_fate;
+
+// Databases whose whizbang (or the whole database) this transaction drops: their leases are
+// freed when it commits. A fixed array: the hook that fills it runs on PostgreSQL's side, and a
+// transaction drops one database (DROP DATABASE runs alone) or one extension.
+constexpr int kMaxDropped = 4;
+Oid dropped_databases[kMaxDropped];
+int dropped_count = 0;
 
 SharedKey shared_key(const shm::LeaseKey& k) {
     SharedKey key;
@@ -153,165 +174,182 @@ SharedEntry* enter(const SharedKey& key, uint32 hash) {
 
 void remove(const SharedKey& key, uint32 hash) { hash_search_with_hash_value(table, &key, hash, HASH_REMOVE, nullptr); }
 
-// An entry marked ending by a transaction that is over without having told us (its backend
-// prepared it, or is between its commit and its callback): settled from the commit log.
-// Returns false when the entry is gone.
-bool settle(SharedEntry* e, uint32 hash) {
-    if (!e->ending || !TransactionIdIsValid(e->ending_xid) || TransactionIdIsInProgress(e->ending_xid)) return true;
-    if (TransactionIdDidCommit(e->ending_xid)) {
-        remove(e->key, hash);
-        return false;
+// One slot under its partition lock (held by the caller), settled first. A row without an entry
+// gets a scratch slot; keep() stores what the transition left in it.
+struct Locked {
+    SharedKey key;
+    uint32 hash;
+    SharedEntry* entry;
+    lm::Slot scratch;
+
+    Locked(const SharedKey& k, uint32 h) : key(k), hash(h), entry(find(k, h)) {
+        if (entry) lm::settle(entry->slot, fate);
     }
-    e->ending = false;
-    e->ending_xid = InvalidTransactionId;
-    return true;
-}
-
-// Ended by this backend's open transaction: gone for it (as a row it deleted or updated is),
-// so its own claims may take the row again.
-bool ended_here(const SharedEntry* e) { return e->ending && e->ending_proc == MyProc->pgprocno; }
-
-void finish_pending(bool commit, int from_level) {
-    for (auto it = pending.rbegin(); it != pending.rend(); ++it) {
-        if (it->level < from_level) continue;
-        LWLock* lock = partition_lock(it->hash);
-        LWLockAcquire(lock, LW_EXCLUSIVE);
-        SharedEntry* e = find(it->key, it->hash);
-        if (it->restore) {
-            // Taken over by this transaction, which aborts: the old holder has it again (unless
-            // somebody holds it by now, or the table is full).
-            if (!commit && !e && (e = enter(it->key, it->hash))) *e = it->old;
-        } else if (e && e->token == it->token) {
-            if (it->ending && e->ending) {
-                if (commit || e->token == kNoLease) remove(it->key, it->hash);
-                else {
-                    e->ending = false;
-                    e->ending_xid = InvalidTransactionId;
-                }
-            } else if (!it->ending && !commit && !e->ending) {
-                remove(it->key, it->hash);
+    lm::Slot& slot() { return entry ? entry->slot : scratch; }
+    // False when a new entry was needed and the table is full: nothing was stored, and the
+    // scratch slot is cleared (a later keep() stores nothing either).
+    bool keep() {
+        if (entry) {
+            if (entry->slot.empty()) {
+                remove(key, hash);
+                entry = nullptr;
             }
+            return true;
+        }
+        if (scratch.empty()) return true;
+        entry = enter(key, hash);
+        if (!entry) {
+            scratch = lm::Slot{};
+            return false;
+        }
+        entry->slot = scratch;
+        return true;
+    }
+};
+
+// The journal's end of a transaction on each slot it changed: `settle(slot)` when the slot is
+// still this transaction's.
+template <typename F>
+void settle_journal(F settle) {
+    const lm::Owner owner = me();
+    journal.finish([&](const SharedKey& key, uint32 hash) {
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        SharedEntry* e = find(key, hash);
+        if (e && e->slot.owned && e->slot.owner == owner) {
+            settle(e->slot);
+            if (e->slot.empty()) remove(key, hash);
         }
         LWLockRelease(lock);
-    }
-    pending.erase(std::remove_if(pending.begin(), pending.end(), [from_level](const Pending& p) { return p.level >= from_level; }),
-                  pending.end());
-    // A big transaction (a TRUNCATE ends every lease of a table) does not keep its list's memory
-    // for the life of the backend; swapping with an empty vector frees without allocating.
-    if (pending.empty() && pending.capacity() > 4096) std::vector<Pending>().swap(pending);
+    });
 }
 
+void free_dropped_databases();
+
+// Registered before the waiters' callback (work_wait_signal.cpp), so that a waiter woken by this
+// commit finds the rows it ended free.
 void on_xact(XactEvent event, void*) {
-    if (pending.empty()) return;
     switch (event) {
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
-            finish_pending(true, 0);
+            settle_journal([](lm::Slot& s) { lm::commit(s); });
+            free_dropped_databases();
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
-            finish_pending(false, 0);
+            settle_journal([](lm::Slot& s) { lm::abort(s); });
+            dropped_count = 0;
             break;
-        case XACT_EVENT_PREPARE:
-            // Ending marks with an xid are settled from the commit log once the prepared
-            // transaction ends (settle()); the others end now, as at a commit.
-            for (const Pending& p : pending) {
-                if (!p.ending) continue;
-                LWLock* lock = partition_lock(p.hash);
-                LWLockAcquire(lock, LW_EXCLUSIVE);
-                SharedEntry* e = find(p.key, p.hash);
-                if (e && e->token == p.token && e->ending && !TransactionIdIsValid(e->ending_xid)) remove(p.key, p.hash);
-                LWLockRelease(lock);
-            }
-            pending.clear();
+        case XACT_EVENT_PREPARE: {
+            // The changes now belong to the prepared transaction: whoever runs COMMIT PREPARED
+            // or ROLLBACK PREPARED, whenever, the next look at a slot settles it by the xid.
+            const uint32 xid = GetTopTransactionIdIfAny();
+            settle_journal([xid](lm::Slot& s) { TransactionIdIsValid(xid) ? lm::prepare(s, xid) : lm::abort(s); });
+            // A prepared DROP takes effect at COMMIT PREPARED, in another session: its leases are
+            // left to lapse (the database's are no use to anybody).
+            dropped_count = 0;
             break;
+        }
         default:
-            break;
+            return;
     }
+    ++serial;
 }
 
 void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
-    if (pending.empty()) return;
+    if (journal.empty()) return;
     const int level = GetCurrentTransactionNestLevel();
-    if (event == SUBXACT_EVENT_ABORT_SUB) finish_pending(false, level);
-    else if (event == SUBXACT_EVENT_COMMIT_SUB)
-        for (Pending& p : pending)
-            if (p.level >= level) p.level = level - 1;
+    if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        journal.commit_sub(level);
+    } else if (event == SUBXACT_EVENT_ABORT_SUB) {
+        const lm::Owner owner = me();
+        journal.abort_sub(level, [&](const SharedKey& key, uint32 hash, const lm::State& saved, bool release) {
+            LWLock* lock = partition_lock(hash);
+            LWLockAcquire(lock, LW_EXCLUSIVE);
+            SharedEntry* e = find(key, hash);
+            if (e && e->slot.owned && e->slot.owner == owner) {
+                lm::restore(e->slot, saved, release);
+                if (e->slot.empty()) remove(key, hash);
+            }
+            LWLockRelease(lock);
+        });
+    }
 }
 
-void remember(const SharedKey& key, uint32 hash, int64 token, bool ending) {
-    pending.push_back({key, hash, token, ending, GetCurrentTransactionNestLevel()});
+shm::Lease lease_of(const lm::Lease& l) {
+    shm::Lease out;
+    out.instance = l.instance;
+    out.token = l.token;
+    out.expiry = l.expiry;
+    out.attempts = l.attempts;
+    out.has_stream = l.has_stream;
+    out.stream = l.stream;
+    out.seq = l.seq;
+    return out;
 }
 
-void remember_voided(const SharedEntry* e, uint32 hash) {
-    Pending p{e->key, hash, e->token, false, GetCurrentTransactionNestLevel()};
-    p.restore = true;
-    p.old = *e;
-    pending.push_back(p);
+lm::Lease lease_from(const shm::Lease& l) {
+    lm::Lease out;
+    out.instance = l.instance;
+    out.token = l.token;
+    out.expiry = l.expiry;
+    out.attempts = l.attempts;
+    out.has_stream = l.has_stream;
+    out.stream = l.stream;
+    out.seq = l.seq;
+    return out;
 }
 
-// Ending with this backend's transaction: removed at its commit, unmarked at its abort.
-void mark_ending(SharedEntry* e, TransactionId xid, uint32 hash) {
-    e->ending = true;
-    e->ending_proc = MyProc->pgprocno;
-    e->ending_xid = xid;
-    remember(e->key, hash, e->token, true);
-}
-
-shm::Lease lease_of(const SharedEntry* e) {
-    shm::Lease l;
-    memcpy(l.instance.data(), e->instance, 16);
-    l.token = e->token;
-    l.expiry = e->expiry;
-    l.attempts = e->attempts;
-    l.has_stream = e->has_stream;
-    memcpy(l.stream.data(), e->stream, 16);
-    l.seq = e->seq;
-    l.ending = e->ending;
-    l.ended_here = ended_here(e);
+// The lease of a slot as `owner` lists it: its own view; another transaction's pending change
+// shows the committed lease, or the lease that transaction is taking (marked ending: it is no
+// lease the caller can act on).
+std::optional<shm::Lease> listed_lease(const lm::Slot& s, const lm::Owner& owner) {
+    if (!lm::busy(s, owner)) {
+        const lm::State& v = lm::visible(s, owner);
+        if (!v.present) return std::nullopt;
+        return lease_of(v.lease);
+    }
+    const lm::State& shown = s.committed.present ? s.committed : s.current;
+    shm::Lease l = shown.present ? lease_of(shown.lease) : shm::Lease{};
+    l.ending = true;
     return l;
-}
-
-void fill(SharedEntry* e, const shm::Lease& l) {
-    memcpy(e->instance, l.instance.data(), 16);
-    e->token = l.token;
-    e->expiry = l.expiry;
-    e->attempts = l.attempts;
-    e->has_stream = l.has_stream;
-    memcpy(e->stream, l.stream.data(), 16);
-    e->seq = l.seq;
-    e->ending = false;
-    e->ending_proc = -1;
-    e->ending_xid = InvalidTransactionId;
 }
 
 void require_active() {
     if (!active) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: the shared-memory lease store is not loaded");
 }
 
-// Runs f(key, hash, entry or nullptr) under the lock of the partition of `k`'s entry and returns
-// what it returns. f runs on the PostgreSQL side: it must not throw or allocate.
+// Runs f(Locked&) on the slot of `k` under its partition lock and returns what it returns. f
+// runs on the PostgreSQL side: it must not throw or allocate.
 template <typename F>
-auto with_entry(const shm::LeaseKey& k, LWLockMode mode, F f) {
-    require_active();
-    const SharedKey key = shared_key(k);
+auto with_slot(const SharedKey& key, uint32 hash, F f) {
     return pg_call([&] {
-        const uint32 hash = get_hash_value(table, &key);
         LWLock* lock = partition_lock(hash);
-        LWLockAcquire(lock, mode);
-        auto result = f(key, hash, find(key, hash));
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        Locked locked(key, hash);
+        auto result = f(locked);
+        locked.keep();  // an entry settled empty goes; a transition on a new row was kept by f
         LWLockRelease(lock);
         return result;
     });
 }
 
+uint32 key_hash(const SharedKey& key) { return get_hash_value(table, &key); }
+
 // Holds the locks of a set of partitions, in partition order (no deadlock between holders).
 class PartitionLocks {
 public:
-    explicit PartitionLocks(const std::vector<uint32>& hashes) {
+    explicit PartitionLocks(const std::vector<uint32>& hashes, LWLockMode mode = LW_EXCLUSIVE) {
         for (uint32 h : hashes) held_[h % kPartitions] = true;
         for (int p = 0; p < kPartitions; ++p)
-            if (held_[p]) LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE);
+            if (held_[p]) LWLockAcquire(&locks[p].lock, mode);
+    }
+    // All partitions.
+    explicit PartitionLocks(LWLockMode mode) {
+        for (int p = 0; p < kPartitions; ++p) {
+            held_[p] = true;
+            LWLockAcquire(&locks[p].lock, mode);
+        }
     }
     ~PartitionLocks() {
         for (int p = kPartitions - 1; p >= 0; --p)
@@ -321,6 +359,31 @@ public:
 private:
     bool held_[kPartitions] = {};
 };
+
+// Frees every lease slot of the databases this transaction dropped whizbang from (or dropped).
+void free_dropped_databases() {
+    if (dropped_count == 0) return;
+    const Oid* dropped_end = dropped_databases + dropped_count;
+    PartitionLocks all(LW_EXCLUSIVE);
+    HASH_SEQ_STATUS scan;
+    hash_seq_init(&scan, table);
+    while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan)))
+        if (std::find(static_cast<const Oid*>(dropped_databases), dropped_end, e->key.database) != dropped_end)
+            remove(e->key, get_hash_value(table, &e->key));  // dynahash allows removing the entry just returned
+    dropped_count = 0;
+}
+
+object_access_hook_type prev_object_access = nullptr;
+
+// DROP DATABASE, and DROP EXTENSION whizbang: the leases of that database go at commit.
+void on_object_access(ObjectAccessType access, Oid class_id, Oid object_id, int sub_id, void* arg) {
+    if (prev_object_access) prev_object_access(access, class_id, object_id, sub_id, arg);
+    if (access != OAT_DROP) return;
+    Oid database = InvalidOid;
+    if (class_id == DatabaseRelationId) database = object_id;
+    else if (class_id == ExtensionRelationId && object_id == get_extension_oid("whizbang", true)) database = MyDatabaseId;
+    if (OidIsValid(database) && dropped_count < kMaxDropped) dropped_databases[dropped_count++] = database;
+}
 
 void write_token_mark(int64 mark) {
     const std::string tmp = std::string(kTokenFile) + ".tmp";
@@ -352,6 +415,8 @@ void lease_store_preload_init() {
     shmem_startup_hook = startup_shmem;
     RegisterXactCallback(on_xact, nullptr);
     RegisterSubXactCallback(on_subxact, nullptr);
+    prev_object_access = object_access_hook;
+    object_access_hook = on_object_access;
     active = true;
 }
 
@@ -386,18 +451,26 @@ int64_t next_token() {
 }
 
 Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
-    pending.reserve(pending.size() + 1);
-    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32 hash, SharedEntry* e) {
-        const bool present = e && settle(e, hash);  // false: none, or settled away just now
-        if (present && !ended_here(e)) {
-            if (e->ending || e->expiry > now) return Take::held;
-            *old = lease_of(e);
-            return Take::lapsed;
+    require_active();
+    const SharedKey key = shared_key(k);
+    const uint32 hash = key_hash(key);
+    const int level = GetCurrentTransactionNestLevel();
+    LeaseJournal::Record& record = journal.ready(key, hash, level);
+    const lm::Lease l = lease_from(fresh);
+    return with_slot(key, hash, [&](Locked& at) {
+        lm::Lease lapsed;
+        lm::State before;
+        switch (lm::take(at.slot(), me(), l, now, &lapsed, &before)) {
+            case lm::Take::held:
+                return Take::held;
+            case lm::Take::lapsed:
+                *old = lease_of(lapsed);
+                return Take::lapsed;
+            case lm::Take::taken:
+                break;
         }
-        if (!present) e = enter(key, hash);
-        if (!e) return Take::full;
-        fill(e, fresh);
-        remember(key, hash, fresh.token, false);
+        if (!at.keep()) return Take::full;
+        LeaseJournal::noted(record, level, before);
         return Take::taken;
     });
 }
@@ -405,128 +478,149 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
 bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, TimestampTz now, const std::vector<LeaseKey>& run,
                std::vector<std::pair<LeaseKey, Lease>>* voided) {
     require_active();
-    SharedKey head = shared_key(k);
+    const int level = GetCurrentTransactionNestLevel();
+    const SharedKey head = shared_key(k);
     std::vector<SharedKey> keys;
     keys.reserve(run.size());
     for (const LeaseKey& r : run) keys.push_back(shared_key(r));
     std::vector<uint32> hashes(keys.size() + 1);
+    std::vector<LeaseJournal::Record*> records(keys.size() + 1);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+        hashes[i] = key_hash(keys[i]);
+        records[i] = &journal.ready(keys[i], hashes[i], level);
+    }
+    hashes.back() = key_hash(head);
+    records.back() = &journal.ready(head, hashes.back(), level);
     std::vector<char> in_run(keys.size(), 0);
+    std::vector<lm::Lease> old(keys.size());
     voided->clear();
     voided->reserve(run.size());
-    pending.reserve(pending.size() + run.size() + 2);
-    std::vector<Lease> old(keys.size());
+    const lm::Lease l = lease_from(fresh);
+    const lm::Owner owner = me();
     const bool ok = pg_call([&] {
-        for (std::size_t i = 0; i < keys.size(); ++i) hashes[i] = get_hash_value(table, &keys[i]);
-        hashes.back() = get_hash_value(table, &head);
         PartitionLocks held(hashes);
-        SharedEntry* h = find(head, hashes.back());
-        if (!h || !settle(h, hashes.back()) || h->ending || h->expiry > now || h->token != old_token) return false;
+        Locked h(head, hashes.back());
+        if (!h.entry) return false;
+        lm::Slot trial = h.entry->slot;
+        lm::State before;
+        if (!lm::take_over(trial, owner, old_token, l, now, &before)) return false;
+        // All or nothing: a row of the run that another transaction is ending stops it.
         for (std::size_t i = 0; i < keys.size(); ++i) {
             SharedEntry* e = find(keys[i], hashes[i]);
-            if (!e || !settle(e, hashes[i]) || e->token != old_token) continue;
-            if (e->ending && !ended_here(e)) return false;  // being completed right now: not this time
-            old[i] = lease_of(e);
-            in_run[i] = 1;
+            if (!e) continue;
+            lm::settle(e->slot, fate);
+            bool carries = false;
+            if (!lm::may_void(e->slot, owner, old_token, &carries)) return false;
+            in_run[i] = carries;
         }
-        for (std::size_t i = 0; i < keys.size(); ++i)
-            if (in_run[i]) {
-                remember_voided(find(keys[i], hashes[i]), hashes[i]);
-                remove(keys[i], hashes[i]);
-            }
-        remember_voided(h, hashes.back());
-        fill(h, fresh);
-        remember(head, hashes.back(), fresh.token, false);
+        for (std::size_t i = 0; i < keys.size(); ++i) {
+            if (!in_run[i]) continue;
+            SharedEntry* e = find(keys[i], hashes[i]);
+            lm::State was, saved;
+            (void)lm::end(e->slot, owner, &old_token, &was, &saved);
+            old[i] = was.lease;
+            LeaseJournal::noted(*records[i], level, saved);
+        }
+        (void)lm::take_over(h.entry->slot, owner, old_token, l, now, &before);
+        LeaseJournal::noted(*records.back(), level, before);
         return true;
     });
     if (ok)
         for (std::size_t i = 0; i < keys.size(); ++i)
-            if (in_run[i]) voided->emplace_back(run[i], old[i]);
+            if (in_run[i]) voided->emplace_back(run[i], lease_of(old[i]));
     return ok;
 }
 
 int64_t provisional_token() { return -static_cast<int64_t>(MyProc->pgprocno) - 1; }
 
 void retoken(const LeaseKey& k, int64_t from, int64_t to) {
-    with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32, SharedEntry* e) {
-        if (e && e->token == from) e->token = to;
-        for (Pending& p : pending)
-            if (p.token == from && memcmp(&p.key, &key, sizeof(key)) == 0) p.token = to;
+    require_active();
+    const SharedKey key = shared_key(k);
+    with_slot(key, key_hash(key), [&](Locked& at) {
+        if (at.entry) lm::retoken(at.entry->slot, me(), from, to);
         return true;
     });
 }
 
 void drop(const LeaseKey& k, int64_t token) {
-    with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32 hash, SharedEntry* e) {
-        if (e && e->token == token && !e->ending) remove(key, hash);
+    require_active();
+    const SharedKey key = shared_key(k);
+    const uint32 hash = key_hash(key);
+    const int level = GetCurrentTransactionNestLevel();
+    LeaseJournal::Record& record = journal.ready(key, hash, level);
+    with_slot(key, hash, [&](Locked& at) {
+        if (at.entry) (void)LeaseJournal::undo_take(record, at.entry->slot, me(), token, level);
         return true;
     });
 }
 
 bool held_now(const LeaseKey& k, TimestampTz now) {
-    return with_entry(k, LW_SHARED, [&](const SharedKey&, uint32, SharedEntry* e) {
-        // An end whose transaction is over is settled by the take, not here (shared lock).
-        const bool over = e && e->ending && TransactionIdIsValid(e->ending_xid) && !TransactionIdIsInProgress(e->ending_xid);
-        return e && !ended_here(e) && !over && (e->ending || e->expiry > now);
+    require_active();
+    const SharedKey key = shared_key(k);
+    const uint32 hash = key_hash(key);
+    return pg_call([&] {
+        LWLock* lock = partition_lock(hash);
+        LWLockAcquire(lock, LW_SHARED);
+        SharedEntry* e = find(key, hash);
+        // A prepared owner that has ended is settled by the next take, not here (shared lock).
+        const bool held = e && lm::held(lm::settled(e->slot, fate), me(), now);
+        LWLockRelease(lock);
+        return held;
     });
 }
 
 std::optional<Lease> get(const LeaseKey& k) {
-    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32 hash, SharedEntry* e) {
+    require_active();
+    const SharedKey key = shared_key(k);
+    const lm::Owner owner = me();
+    return with_slot(key, key_hash(key), [&](Locked& at) {
         std::optional<Lease> out;
-        if (e && settle(e, hash)) out = lease_of(e);
+        if (at.entry) out = listed_lease(at.entry->slot, owner);
+        at.keep();
         return out;
     });
 }
 
 std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* mismatch) {
-    pending.reserve(pending.size() + 1);
-    const TransactionId xid = GetTopTransactionIdIfAny();
-    const bool expect_none = token && *token == kNoLease;
+    require_active();
+    const SharedKey key = shared_key(k);
+    const uint32 hash = key_hash(key);
+    const int level = GetCurrentTransactionNestLevel();
+    LeaseJournal::Record& record = journal.ready(key, hash, level);
     *mismatch = false;
-    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey& key, uint32 hash, SharedEntry* e) {
+    return with_slot(key, hash, [&](Locked& at) {
         std::optional<Lease> out;
-        if (e && settle(e, hash)) {
-            if (expect_none && ended_here(e)) {
-                // Already being ended by this transaction: no lease holds the row.
-            } else if ((token && *token != e->token) || e->ending) {
-                *mismatch = true;
-            } else {
-                out = lease_of(e);
-                mark_ending(e, xid, hash);
-            }
-        } else if ((!token || expect_none) && (e = enter(key, hash))) {
-            // No lease: mark the row as being ended all the same (removed at commit or abort).
-            fill(e, shm::Lease{});
-            e->token = kNoLease;
-            mark_ending(e, xid, hash);
+        lm::State was, before;
+        const lm::Ended ended = lm::end(at.slot(), me(), token ? &*token : nullptr, &was, &before);
+        if (ended == lm::Ended::mismatch) *mismatch = true;
+        // A row without a lease in a full table cannot be marked: its end goes unmarked.
+        if (ended == lm::Ended::ended && at.keep()) {
+            LeaseJournal::noted(record, level, before);
+            if (was.present) out = lease_of(was.lease);
         }
         return out;
     });
 }
 
 bool renew(const LeaseKey& k, int64_t token, TimestampTz expiry) {
-    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32 hash, SharedEntry* e) {
-        const bool ok = e && settle(e, hash) && e->token == token && !e->ending;
-        if (ok) e->expiry = expiry;
-        return ok;
-    });
+    require_active();
+    const SharedKey key = shared_key(k);
+    return with_slot(key, key_hash(key), [&](Locked& at) { return at.entry && lm::renew(at.entry->slot, me(), token, expiry); });
 }
 
 bool extend_live(const LeaseKey& k, int64_t token, const core::Uuid& instance, TimestampTz now, TimestampTz expiry) {
-    return with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32 hash, SharedEntry* e) {
-        const bool ok = e && settle(e, hash) && e->token == token && !e->ending && e->expiry > now &&
-                        memcmp(e->instance, instance.data(), 16) == 0;
-        if (ok) e->expiry = expiry;
-        return ok;
+    require_active();
+    const SharedKey key = shared_key(k);
+    return with_slot(key, key_hash(key), [&](Locked& at) {
+        return at.entry && lm::extend_live(at.entry->slot, me(), token, instance, now, expiry);
     });
 }
 
 void set_delivery(const LeaseKey& k, int64_t token, int attempts, TimestampTz expiry) {
-    with_entry(k, LW_EXCLUSIVE, [&](const SharedKey&, uint32, SharedEntry* e) {
-        if (e && e->token == token) {
-            e->attempts = attempts;
-            e->expiry = expiry;
-        }
+    require_active();
+    const SharedKey key = shared_key(k);
+    with_slot(key, key_hash(key), [&](Locked& at) {
+        if (at.entry) lm::set_delivery(at.entry->slot, token, attempts, expiry);
         return true;
     });
 }
@@ -534,24 +628,33 @@ void set_delivery(const LeaseKey& k, int64_t token, int attempts, TimestampTz ex
 std::vector<Listed> leases_of_database() {
     require_active();
     std::vector<Listed> out;
-    out.reserve(static_cast<std::size_t>(hash_get_num_entries(table)) + 64);
-    pg_call([&] {
-        for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_SHARED);
-        HASH_SEQ_STATUS scan;
-        hash_seq_init(&scan, table);
-        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
-            // Leases of a claim still under way (provisional tokens) are listed once it is done.
-            if (e->key.database != MyDatabaseId || e->token <= kNoLease || out.size() == out.capacity()) continue;
-            Listed l;
-            l.source = static_cast<Source>(e->key.source);
-            memcpy(l.id.data(), e->key.id, 16);
-            l.consumer_hash = e->key.consumer_hash;
-            l.lease = lease_of(e);
-            out.push_back(l);
-        }
-        for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
-    });
-    return out;
+    const lm::Owner owner = me();
+    // Room for every entry, made before the locks are taken (nothing allocates under them); when
+    // the table grew in between, once more with the larger count. The listing is complete.
+    for (std::size_t room = static_cast<std::size_t>(hash_get_num_entries(table)) + 64;; room *= 2) {
+        out.clear();
+        out.reserve(room);
+        const bool complete = pg_call([&] {
+            PartitionLocks all(LW_SHARED);
+            if (static_cast<std::size_t>(hash_get_num_entries(table)) > out.capacity()) return false;
+            HASH_SEQ_STATUS scan;
+            hash_seq_init(&scan, table);
+            while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
+                if (e->key.database != MyDatabaseId) continue;
+                const std::optional<Lease> l = listed_lease(lm::settled(e->slot, fate), owner);
+                // Leases of a claim still under way (provisional tokens) are listed once it is done.
+                if (!l || l->token <= kNoLease) continue;
+                Listed item;
+                item.source = static_cast<Source>(e->key.source);
+                memcpy(item.id.data(), e->key.id, 16);
+                item.consumer_hash = e->key.consumer_hash;
+                item.lease = *l;
+                out.push_back(item);
+            }
+            return true;
+        });
+        if (complete) return out;
+    }
 }
 
 TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t> consumer_hash, TimestampTz after) {
@@ -560,36 +663,58 @@ TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t
         TimestampTz earliest = PG_INT64_MAX;
         // A scan visits every bucket of the table, however few entries it holds.
         if (hash_get_num_entries(table) == 0) return earliest;
-        for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_SHARED);
+        PartitionLocks all(LW_SHARED);
         HASH_SEQ_STATUS scan;
         hash_seq_init(&scan, table);
         while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
-            if (e->key.database != MyDatabaseId || e->token <= kNoLease || e->ending || e->expiry <= after) continue;
+            if (e->key.database != MyDatabaseId) continue;
             if (source && e->key.source != static_cast<int32>(*source)) continue;
             if (consumer_hash && e->key.source == static_cast<int32>(Source::inbox) && e->key.consumer_hash != *consumer_hash)
                 continue;
-            earliest = std::min(earliest, e->expiry);
+            // A lease whose row another transaction is changing lapses into nothing claimable
+            // until that transaction ends (its end wakes the waiters).
+            const lm::Slot& s = e->slot;
+            const lm::State& st = s.owned ? s.current : s.committed;
+            if (!st.present || st.lease.token <= kNoLease || st.lease.expiry <= after) continue;
+            earliest = std::min(earliest, st.lease.expiry);
         }
-        for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
         return earliest;
     });
 }
 
 void end_all(Source source) {
     require_active();
-    const TransactionId xid = GetTopTransactionIdIfAny();
-    pg_call([&] {
-        for (int p = 0; p < kPartitions; ++p) LWLockAcquire(&locks[p].lock, LW_EXCLUSIVE);
-        // Under the locks the count cannot grow: no allocation happens while they are held.
-        pending.reserve(pending.size() + static_cast<std::size_t>(hash_get_num_entries(table)));
-        HASH_SEQ_STATUS scan;
-        hash_seq_init(&scan, table);
-        while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
-            if (e->key.database != MyDatabaseId || e->key.source != static_cast<int32>(source) || e->ending) continue;
-            mark_ending(e, xid, get_hash_value(table, &e->key));
-        }
-        for (int p = kPartitions - 1; p >= 0; --p) LWLockRelease(&locks[p].lock);
-    });
+    // Two passes: the keys first (under shared locks, into room made before), then each ended
+    // with its journal record made ready. TRUNCATE holds the work table exclusively, so no
+    // lease of this source is taken in between.
+    std::vector<SharedKey> keys;
+    for (std::size_t room = static_cast<std::size_t>(hash_get_num_entries(table)) + 64;; room *= 2) {
+        keys.clear();
+        keys.reserve(room);
+        const bool complete = pg_call([&] {
+            PartitionLocks all(LW_SHARED);
+            if (static_cast<std::size_t>(hash_get_num_entries(table)) > keys.capacity()) return false;
+            HASH_SEQ_STATUS scan;
+            hash_seq_init(&scan, table);
+            while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan)))
+                if (e->key.database == MyDatabaseId && e->key.source == static_cast<int32>(source)) keys.push_back(e->key);
+            return true;
+        });
+        if (complete) break;
+    }
+    const int level = GetCurrentTransactionNestLevel();
+    const lm::Owner owner = me();
+    for (const SharedKey& key : keys) {
+        const uint32 hash = key_hash(key);
+        LeaseJournal::Record& record = journal.ready(key, hash, level);
+        with_slot(key, hash, [&](Locked& at) {
+            lm::State was, before;
+            if (at.entry && lm::end(at.entry->slot, owner, nullptr, &was, &before) == lm::Ended::ended)
+                LeaseJournal::noted(record, level, before);
+            at.keep();
+            return true;
+        });
+    }
 }
 
 Usage usage() {

@@ -45,8 +45,7 @@ struct Lease {
     bool has_stream = false;
     core::Uuid stream{};
     int64_t seq = 0;
-    bool ending = false;
-    bool ended_here = false;  // ending by this backend's open transaction
+    bool ending = false;  // another transaction is changing the row's lease: none to act on
 };
 
 enum class Take { taken, held, lapsed, full };

@@ -14,8 +14,12 @@
 #include "pg/shard_scope.h"
 
 extern "C" {
+#include "access/htup_details.h"
 #include "access/stratnum.h"
+#include "access/transam.h"
 #include "executor/tuptable.h"
+#include "storage/bufmgr.h"
+#include "storage/procarray.h"
 #include "utils/acl.h"
 }
 
@@ -60,6 +64,25 @@ struct WorkColumns {
 struct MessageColumns {
     int handler, destination, message_type, envelope, metadata, scope;
 };
+
+// Whether another transaction is deleting or updating the row in `slot` right now. Its lease says
+// so too, except after a server restart: a completion held in PREPARE TRANSACTION survives it,
+// its lease does not, and the row it deletes must still go to no one (DESIGN §3.8).
+bool changing_elsewhere(TupleTableSlot* slot) {
+    if (!TTS_IS_BUFFERTUPLE(slot)) return false;
+    BufferHeapTupleTableSlot* row = reinterpret_cast<BufferHeapTupleTableSlot*>(slot);
+    if (!BufferIsValid(row->buffer) || row->base.tuple == nullptr) return false;
+    LockBuffer(row->buffer, BUFFER_LOCK_SHARE);
+    HeapTupleHeader header = row->base.tuple->t_data;
+    const uint16 mask = header->t_infomask;
+    bool changing = false;
+    if (!(mask & HEAP_XMAX_INVALID) && !HEAP_XMAX_IS_LOCKED_ONLY(mask)) {
+        const TransactionId xmax = (mask & HEAP_XMAX_IS_MULTI) ? HeapTupleGetUpdateXid(header) : HeapTupleHeaderGetRawXmax(header);
+        changing = TransactionIdIsValid(xmax) && !TransactionIdIsCurrentTransactionId(xmax) && TransactionIdIsInProgress(xmax);
+    }
+    LockBuffer(row->buffer, BUFFER_LOCK_UNLOCK);
+    return changing;
+}
 
 }  // namespace
 
@@ -117,6 +140,7 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
             index_key(&keys[1], work_pkey, 2, BTEqualStrategyNumber, consumer);
             index_rescan(by_id, keys, 2, nullptr, 0);
             if (!index_getnext_slot(by_id, ForwardScanDirection, row)) continue;  // finished meanwhile
+            if (changing_elsewhere(row)) continue;
             slot_getallattrs(row);
             bool isnull = false;
             (void)value(row, wc.processed_at, &isnull);
