@@ -61,6 +61,7 @@ struct SharedEntry {
 };
 
 struct Control {
+    pg_atomic_uint64 changes;  // bumped whenever a slot may have changed: earliest_expiry's cache
     pg_atomic_uint64 last_token;
     pg_atomic_uint64 short_claims;
     int64 token_mark;  // the mark in kTokenFile; under the extra lock
@@ -100,6 +101,7 @@ void startup_shmem() {
     control = static_cast<Control*>(ShmemInitStruct("whizbang lease control", sizeof(Control), &found));
     if (!found) {
         const int64 start = std::max<int64>(GetCurrentTimestamp(), read_token_file());
+        pg_atomic_init_u64(&control->changes, 0);
         pg_atomic_init_u64(&control->last_token, static_cast<uint64>(start));
         pg_atomic_init_u64(&control->short_claims, 0);
         control->token_mark = start;
@@ -207,6 +209,9 @@ struct Locked {
     }
 };
 
+// Some slot may have changed (after its lock is let go).
+void touched() { pg_atomic_fetch_add_u64(&control->changes, 1); }
+
 // The journal's end of a transaction on each slot it changed: `settle(slot)` when the slot is
 // still this transaction's.
 template <typename F>
@@ -221,6 +226,7 @@ void settle_journal(F settle) {
             if (e->slot.empty()) remove(key, hash);
         }
         LWLockRelease(lock);
+        touched();
     });
 }
 
@@ -272,6 +278,7 @@ void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
                 if (e->slot.empty()) remove(key, hash);
             }
             LWLockRelease(lock);
+            touched();
         });
     }
 }
@@ -330,6 +337,7 @@ auto with_slot(const SharedKey& key, uint32 hash, F f) {
         auto result = f(locked);
         locked.keep();  // an entry settled empty goes; a transition on a new row was kept by f
         LWLockRelease(lock);
+        touched();
         return result;
     });
 }
@@ -523,6 +531,7 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
         }
         (void)lm::take_over(h.entry->slot, owner, old_token, l, now, &before);
         LeaseJournal::noted(*records.back(), level, before);
+        touched();
         return true;
     });
     if (ok)
@@ -659,7 +668,23 @@ std::vector<Listed> leases_of_database() {
 
 TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t> consumer_hash, TimestampTz after) {
     require_active();
-    return pg_call([&] {
+    // A waiting claim asks on each look that finds nothing. While no slot changes, the answer for
+    // a later `after` below the last answer is that answer: the table is scanned again only when
+    // something changed (the scan holds every partition lock).
+    struct Asked {
+        uint64 changes = 0;
+        Oid database = InvalidOid;
+        std::optional<Source> source;
+        std::optional<uint64_t> consumer_hash;
+        TimestampTz after = 0, answer = 0;
+        bool set = false;
+    };
+    static Asked last;
+    const uint64 changes = pg_atomic_read_u64(&control->changes);
+    if (last.set && last.changes == changes && last.database == MyDatabaseId && last.source == source &&
+        last.consumer_hash == consumer_hash && last.after <= after && after < last.answer)
+        return last.answer;
+    const TimestampTz answer = pg_call([&] {
         TimestampTz earliest = PG_INT64_MAX;
         // A scan visits every bucket of the table, however few entries it holds.
         if (hash_get_num_entries(table) == 0) return earliest;
@@ -680,6 +705,8 @@ TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t
         }
         return earliest;
     });
+    last = Asked{changes, MyDatabaseId, source, consumer_hash, after, answer, true};
+    return answer;
 }
 
 void end_all(Source source) {

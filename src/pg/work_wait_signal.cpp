@@ -2,7 +2,9 @@
 // commit callback that wakes those that can use what the transaction made claimable.
 //
 // One slot per backend (by pgprocno), under one lock: a waiter writes its slot a few times per
-// wait, a committing transaction that noted work reads them all once and plans its wake-ups.
+// wait, a committing transaction that noted work reads the waiting ones once (a compact list of
+// them is kept beside the slots, so a commit does not visit every backend's) and plans its
+// wake-ups.
 // Nothing under the lock can raise a PostgreSQL error; the commit callback never throws (an
 // error after commit cannot be reported) — at worst a waiter sleeps until its own time.
 #include <algorithm>
@@ -29,6 +31,7 @@ constexpr const char* kTranche = "whizbang_wait";
 
 struct Slot {
     bool waiting;
+    int listed_at;  // its place in waiting_list() while waiting
     bool woken;  // woken for work, not back from its retry yet
     core::WorkSignal woken_for;  // the work it was woken for (the first, if several)
     Oid database;
@@ -42,7 +45,9 @@ struct Shared {
     pg_atomic_uint64 wakeups;
     uint64 next_ticket;  // under the lock
     int nslots;
+    int nlisted;  // under the lock: how many entries of waiting_list() are set
     Slot slots[FLEXIBLE_ARRAY_MEMBER];
+    // followed by waiting_list(): the slot numbers of the waiting claims, in no order
 };
 
 bool active = false;
@@ -53,7 +58,8 @@ shmem_startup_hook_type prev_startup = nullptr;
 
 // MaxBackends is known when shared memory is requested (PostgreSQL 15); backends and background
 // workers have pgprocno below it.
-Size shared_size() { return add_size(offsetof(Shared, slots), mul_size(sizeof(Slot), MaxBackends)); }
+Size slots_size() { return add_size(offsetof(Shared, slots), mul_size(sizeof(Slot), MaxBackends)); }
+Size shared_size() { return add_size(MAXALIGN(slots_size()), mul_size(sizeof(int), MaxBackends)); }
 
 void request_shmem() {
     if (prev_request) prev_request();
@@ -75,6 +81,8 @@ void startup_shmem() {
     LWLockRelease(AddinShmemInitLock);
     lock = &GetNamedLWLockTranche(kTranche)->lock;
 }
+
+int* waiting_list() { return reinterpret_cast<int*>(reinterpret_cast<char*>(shared) + MAXALIGN(slots_size())); }
 
 Slot* my_slot() {
     if (!active || !shared || !MyProc || MyProc->pgprocno >= shared->nslots) return nullptr;
@@ -119,7 +127,8 @@ void wake(const std::vector<Noted>& signals, bool counted = true) {
     uint64 woken = 0;
     {
         HeldLock held(lock, LW_EXCLUSIVE);
-        for (int i = 0; i < shared->nslots; ++i) {
+        for (int k = 0; k < shared->nlisted; ++k) {
+            const int i = waiting_list()[k];
             const Slot& s = shared->slots[i];
             if (!s.waiting || s.database != MyDatabaseId) continue;
             index.push_back(i);
@@ -158,6 +167,14 @@ void wake_noted() {
     wake(merged);
 }
 
+// Takes a waiting slot off the list (under the lock): the last one takes its place.
+void unlist(Slot* s) {
+    if (!s->waiting) return;
+    const int last = waiting_list()[--shared->nlisted];
+    waiting_list()[s->listed_at] = last;
+    shared->slots[last].listed_at = s->listed_at;
+}
+
 // Leaves the slot: at the end of a wait, or when the waiting call errors out (a cancel). A
 // waiter woken for work it has not looked for since (woken during its last look, which handed
 // out other rows or failed) passes the wake-up on to another waiter that can use that work:
@@ -168,6 +185,7 @@ void leave_slot() {
     LWLockAcquire(lock, LW_EXCLUSIVE);
     const bool woken = s->woken;
     const core::WorkSignal woken_for = s->woken_for;
+    unlist(s);
     s->waiting = false;
     s->woken = false;
     LWLockRelease(lock);
@@ -277,6 +295,8 @@ void enter(const core::WaitFilter& filter) {
         s->woken = false;
         s->wake_at = core::kNever;
         s->waiting = true;
+        s->listed_at = shared->nlisted;
+        waiting_list()[shared->nlisted++] = MyProc->pgprocno;
         LWLockRelease(lock);
         pg_atomic_fetch_add_u32(&shared->waiting, 1);
         registered = true;
