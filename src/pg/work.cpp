@@ -494,15 +494,14 @@ Oid work_table(Source source) {
     });
 }
 
-namespace {
-// Where a backend's next stream walk starts, per source: after the last stream it looked at, so a
-// deep backlog of streams is served in turn rather than lowest id first.
-StreamCursor stream_cursors[2];
-}  // namespace
+StreamCursor& stream_cursor(Source source) {
+    static StreamCursor cursors[2];
+    return cursors[static_cast<int>(source)];
+}
 
 void walk_stream_heads(const Claim& c, CachedPlan& plan, int limit,
                        const std::function<bool(uint64 row, StreamCursor& position)>& row) {
-    StreamCursor& cursor = stream_cursors[static_cast<int>(c.source)];
+    StreamCursor& cursor = stream_cursor(c.source);
     StreamCursor last;
     int found = 0;
     // From the cursor to the end, then from the start.

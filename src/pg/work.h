@@ -56,6 +56,10 @@ struct StreamCursor {
 
 struct Claim;
 
+// Where this backend's next walk of the streams of `source` starts: after the last stream it
+// looked at, so a deep backlog of streams is served in turn rather than lowest id first.
+StreamCursor& stream_cursor(Source source);
+
 // Runs `plan` (stream_walk_sql() with $1 now, $2 consumer, $3/$4 partitions, $5 the row limit)
 // from where this backend's previous walk of c.source stopped to the end, then from the start,
 // until `limit` rows were counted; `row(r, position)` sets the stream of result row r and says

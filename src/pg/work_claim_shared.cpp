@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/partition.h"
 #include "pg/args.h"
 #include "pg/arrays.h"
 #include "pg/lease_store.h"
@@ -234,15 +235,10 @@ private:
         if (!scan.open(c_.source, c_.now)) return take_unstreamed_sql(picks);
         const std::optional<std::string> consumer =
             c_.consumer_null == ' ' ? std::optional<std::string>(text_from_datum(c_.consumer)) : std::nullopt;
-        std::vector<char> partitions;
-        if (c_.partitions_null == ' ') {
-            partitions.assign(static_cast<std::size_t>(c_.partition_count), 0);
-            for (int p : int4_array_values(c_.partitions))
-                if (p >= 0 && p < c_.partition_count) partitions[static_cast<std::size_t>(p)] = 1;
-            if (std::find(partitions.begin(), partitions.end(), 1) == partitions.end()) {
-                scan.close();
-                return;  // no partition of this claim exists
-            }
+        const std::vector<char> partitions = partition_filter();
+        if (c_.partitions_null == ' ' && std::find(partitions.begin(), partitions.end(), 1) == partitions.end()) {
+            scan.close();
+            return;  // no partition of this claim exists
         }
         while (room() > 0 && !full_) {
             std::vector<DueRow> rows = scan.next(room() + 8, consumer, partitions, c_.partition_count);
@@ -293,9 +289,58 @@ private:
         TimestampTz due;
     };
 
-    // Up to `limit` due stream heads from the rotating starting point to the end, then from the
-    // start; moves the starting point past the last stream seen.
+    // Up to `limit` due stream heads whose lease is free, from the rotating starting point to
+    // the end, then from the start up to that point; moves the starting point past the last
+    // stream seen. Through the index AM (work_pick_reader.h), or the SQL walk where the table
+    // cannot be read that way.
     std::vector<Head> find_stream_heads(int limit) {
+        StreamWalk walk;
+        if (!walk.open(c_.source)) return find_stream_heads_sql(limit);
+        const std::optional<std::string> consumer =
+            c_.consumer_null == ' ' ? std::optional<std::string>(text_from_datum(c_.consumer)) : std::nullopt;
+        const std::vector<char> partitions = partition_filter();
+        StreamCursor& cursor = stream_cursor(c_.source);
+        const StreamCursor start = cursor;
+        auto keep = [&](const StreamRow& h, bool wrapped) {
+            // Past the starting point again: every stream was looked at.
+            if (wrapped && start.set && std::make_pair(h.consumer, h.stream) >= std::make_pair(start.consumer, start.stream))
+                return -1;
+            if (h.due > c_.now) return 0;
+            if (!partitions.empty()) {
+                const int part = core::partition_of(h.stream, c_.partition_count);
+                if (part < 0 || part >= static_cast<int>(partitions.size()) || !partitions[part]) return 0;
+            }
+            return shm::held_now({c_.source, h.id, h.consumer}, c_.now) ? 0 : 1;
+        };
+        // A claim looks at a bounded number of streams; the next one goes on from there.
+        const int visits = limit > (INT32_MAX - 64) / 4 ? INT32_MAX : limit * 4 + 64;
+        StreamCursor last;
+        std::vector<StreamRow> rows =
+            walk.heads(start, consumer, limit, visits, [&](const StreamRow& h) { return keep(h, false); }, last);
+        if (static_cast<int>(rows.size()) < limit && start.set && !last.set) {
+            std::vector<StreamRow> more = walk.heads(StreamCursor{}, consumer, limit - static_cast<int>(rows.size()), visits,
+                                                     [&](const StreamRow& h) { return keep(h, true); }, last);
+            for (StreamRow& r : more) rows.push_back(std::move(r));
+        }
+        cursor = last;
+        std::vector<Head> found;
+        found.reserve(rows.size());
+        for (StreamRow& r : rows)
+            found.push_back({{c_.source, r.id, std::move(r.consumer)}, r.attempts, r.stream, r.seq, r.due});
+        return found;
+    }
+
+    // The partitions of the claim as a lookup by number (empty: every partition).
+    std::vector<char> partition_filter() const {
+        std::vector<char> partitions;
+        if (c_.partitions_null != ' ') return partitions;
+        partitions.assign(static_cast<std::size_t>(c_.partition_count), 0);
+        for (int p : int4_array_values(c_.partitions))
+            if (p >= 0 && p < c_.partition_count) partitions[static_cast<std::size_t>(p)] = 1;
+        return partitions;
+    }
+
+    std::vector<Head> find_stream_heads_sql(int limit) {
         std::vector<Head> found;
         std::set<std::pair<core::Uuid, std::string>> seen;
         walk_stream_heads(c_, stream_heads_plan[c_.source], limit, [&](uint64 r, StreamCursor& at) {
@@ -438,16 +483,25 @@ private:
             streams.push_back(*h.stream);
             seqs.push_back(h.seq);
         }
-        uint64 rows = followers_plan[c_.source].execute_latest(
-            {text_array(consumers), uuid_array(streams), int8_array(seqs), TimestampTzGetDatum(c_.now),
-             Int32GetDatum(std::min(c_.max_per_stream - 1, room()))});
         struct Follower { std::size_t head; core::Uuid id; int attempts; bool ready; int64_t seq; };
         std::vector<Follower> found;
-        for (uint64 r = 0; r < rows; ++r) {
-            bool isnull = false;
-            found.push_back({static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1,
-                             uuid_from_datum(spi_value(r, 2, &isnull)), DatumGetInt32(spi_value(r, 3, &isnull)),
-                             DatumGetBool(spi_value(r, 4, &isnull)), DatumGetInt64(spi_value(r, 5, &isnull))});
+        const int per_stream = std::min(c_.max_per_stream - 1, room());
+        StreamWalk walk;
+        if (walk.open(c_.source)) {
+            for (std::size_t h = 0; h < heads.size(); ++h)
+                for (const StreamRow& f : walk.after(consumers[h], streams[h], seqs[h], per_stream))
+                    found.push_back({h, f.id, f.attempts, f.due <= c_.now, f.seq});
+            walk.close();
+        } else {
+            uint64 rows = followers_plan[c_.source].execute_latest(
+                {text_array(consumers), uuid_array(streams), int8_array(seqs), TimestampTzGetDatum(c_.now),
+                 Int32GetDatum(per_stream)});
+            for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false;
+                found.push_back({static_cast<std::size_t>(DatumGetInt64(spi_value(r, 1, &isnull))) - 1,
+                                 uuid_from_datum(spi_value(r, 2, &isnull)), DatumGetInt32(spi_value(r, 3, &isnull)),
+                                 DatumGetBool(spi_value(r, 4, &isnull)), DatumGetInt64(spi_value(r, 5, &isnull))});
+            }
         }
         std::vector<char> stopped(heads.size(), 0);
         std::vector<Pick> picks;

@@ -293,4 +293,119 @@ void DueRowScan::close() {
     heap_ = nullptr;
 }
 
+bool StreamWalk::open(Source source) {
+    const TableNames& names = kNames[static_cast<int>(source)];
+    return pg_call([&]() -> bool {
+        const Oid heap_id = whizbang_relid_unguarded(names.work), index_id = whizbang_relid_unguarded(names.stream_index);
+        if (!OidIsValid(heap_id) || !OidIsValid(index_id)) return false;
+        AclResult acl = pg_class_aclcheck(heap_id, GetUserId(), ACL_SELECT);
+        if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, names.work);
+        heap_ = table_open(heap_id, AccessShareLock);
+        id_col_ = attnum(heap_, "message_id");
+        consumer_col_ = attnum(heap_, "consumer");
+        attempts_col_ = attnum(heap_, "attempts");
+        stream_col_ = attnum(heap_, "stream_id");
+        seq_col_ = attnum(heap_, "stream_seq");
+        due_col_ = attnum(heap_, "scheduled_for");
+        lease_col_ = attnum(heap_, "lease_expiry");
+        if (heap_->rd_rel->relrowsecurity || !id_col_ || !consumer_col_ || !attempts_col_ || !stream_col_ || !seq_col_ ||
+            !due_col_ || !lease_col_) {
+            table_close(heap_, AccessShareLock);
+            heap_ = nullptr;
+            return false;
+        }
+        index_ = index_open(index_id, AccessShareLock);
+        snapshot_ = RegisterSnapshot(GetLatestSnapshot());
+        slot_ = table_slot_create(heap_, nullptr);
+        return true;
+    });
+}
+
+IndexScanDesc StreamWalk::scan(int nkeys) {
+    if (!scans_[nkeys]) scans_[nkeys] = index_beginscan(heap_, index_, snapshot_, nkeys, 0);
+    return scans_[nkeys];
+}
+
+bool StreamWalk::read(StreamRow& row) {
+    slot_getallattrs(slot_);
+    const bool* isnull = slot_->tts_isnull;
+    if (isnull[id_col_ - 1] || isnull[consumer_col_ - 1] || isnull[stream_col_ - 1] || isnull[seq_col_ - 1]) return false;
+    text* c = DatumGetTextPP(slot_->tts_values[consumer_col_ - 1]);
+    memcpy(row.id.data(), DatumGetPointer(slot_->tts_values[id_col_ - 1]), 16);
+    row.consumer.assign(VARDATA_ANY(c), VARSIZE_ANY_EXHDR(c));
+    row.attempts = DatumGetInt32(slot_->tts_values[attempts_col_ - 1]);
+    memcpy(row.stream.data(), DatumGetPointer(slot_->tts_values[stream_col_ - 1]), 16);
+    row.seq = DatumGetInt64(slot_->tts_values[seq_col_ - 1]);
+    row.due = DatumGetTimestampTz(slot_->tts_values[due_col_ - 1]);
+    if (isnull[lease_col_ - 1]) row.lease.reset();
+    else row.lease = DatumGetTimestampTz(slot_->tts_values[lease_col_ - 1]);
+    return true;
+}
+
+std::optional<StreamRow> StreamWalk::next_head(const StreamCursor& after, const std::optional<std::string>& consumer) {
+    // The first entry after `after` in (consumer, stream_id) order is the head of the next
+    // stream: within a stream the index is in stream_seq order. Across consumers (no consumer
+    // given) the rest of the cursor's consumer is read first, then the consumers after it.
+    const std::string* fixed = consumer ? &*consumer : (after.set ? &after.consumer : nullptr);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1 && (consumer || !after.set)) break;
+        StreamRow row;
+        const bool found = pg_call([&]() -> bool {
+            ScanKeyData keys[2];
+            int nkeys = 0;
+            if (pass == 0 && fixed) {
+                const Datum c = PointerGetDatum(cstring_to_text_with_len(fixed->data(), static_cast<int>(fixed->size())));
+                index_key(&keys[nkeys++], index_, 1, BTEqualStrategyNumber, c);
+                if (after.set && (!consumer || *consumer == after.consumer))
+                    index_key(&keys[nkeys++], index_, 2, BTGreaterStrategyNumber, PointerGetDatum(after.stream.data()));
+            } else if (pass == 1) {
+                const Datum c = PointerGetDatum(cstring_to_text_with_len(after.consumer.data(), static_cast<int>(after.consumer.size())));
+                index_key(&keys[nkeys++], index_, 1, BTGreaterStrategyNumber, c);
+            }
+            IndexScanDesc walk = scan(nkeys);
+            index_rescan(walk, keys, nkeys, nullptr, 0);
+            while (index_getnext_slot(walk, ForwardScanDirection, slot_))
+                if (read(row)) return true;
+            return false;
+        });
+        if (found) return row;
+    }
+    return std::nullopt;
+}
+
+std::vector<StreamRow> StreamWalk::after(const std::string& consumer, const core::Uuid& stream, int64_t seq, int max) {
+    std::vector<StreamRow> out;
+    if (max <= 0) return out;
+    out.reserve(static_cast<std::size_t>(std::min(max, 1024)));
+    StreamRow row;
+    pg_call([&] {
+        ScanKeyData keys[3];
+        index_key(&keys[0], index_, 1, BTEqualStrategyNumber,
+                  PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size()))));
+        index_key(&keys[1], index_, 2, BTEqualStrategyNumber, PointerGetDatum(stream.data()));
+        index_key(&keys[2], index_, 3, BTGreaterStrategyNumber, Int64GetDatum(seq));
+        IndexScanDesc rest = scan(3);
+        index_rescan(rest, keys, 3, nullptr, 0);
+        while (static_cast<int>(out.size()) < max && index_getnext_slot(rest, ForwardScanDirection, slot_))
+            if (read(row)) out.push_back(row);
+    });
+    return out;
+}
+
+void StreamWalk::close() {
+    if (!heap_) return;
+    pg_call([&] {
+        for (IndexScanDesc& s : scans_)
+            if (s) {
+                index_endscan(s);
+                s = nullptr;
+            }
+        ExecDropSingleTupleTableSlot(slot_);
+        UnregisterSnapshot(snapshot_);
+        index_close(index_, NoLock);
+        table_close(heap_, NoLock);
+    });
+    heap_ = nullptr;
+}
+
 }  // namespace whizbang::pg

@@ -2,6 +2,7 @@
 // index AM, in a snapshot taken now, and formed into claim_work's result rows.
 #pragma once
 
+#include <exception>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,75 @@ private:
     Snapshot snapshot_ = nullptr;
     int id_col_ = 0, consumer_col_ = 0, attempts_col_ = 0;
     bool done_ = false;
+};
+
+// The stream index (wh_inbox_work_stream / wh_outbox_work_stream: consumer, stream_id,
+// stream_seq of unfinished rows) read through the index AM, in one snapshot taken at open():
+// the heads of the streams, stream after stream, each found by one descent of the index (a loose
+// index scan, as the SQL walk was), and the rows after a head, in order. No statement is planned.
+struct StreamRow {
+    core::Uuid id{};
+    std::string consumer;
+    int attempts = 0;
+    core::Uuid stream{};
+    int64_t seq = 0;
+    TimestampTz due = 0;                 // scheduled_for
+    std::optional<TimestampTz> lease;    // lease_expiry of the row (the table store's lease)
+};
+class StreamWalk {
+public:
+    // False (nothing opened) when the table cannot be read this way: the caller uses SQL.
+    bool open(Source source);
+    // The heads of the streams after `from` (from the first stream when !from.set), of
+    // `consumer` (nullopt: every consumer), in index order: keep(head) says whether to keep it
+    // (1), pass it over (0) or stop before it (-1). Stops at the end of the index, when `wanted`
+    // were kept, or after `max_visits` streams; `last` is the last stream looked at (unset: the
+    // end was reached).
+    template <typename Keep>
+    std::vector<StreamRow> heads(const StreamCursor& from, const std::optional<std::string>& consumer, int wanted,
+                                 int max_visits, Keep keep, StreamCursor& last) {
+        std::vector<StreamRow> out;
+        last = from;
+        for (int visits = 0; static_cast<int>(out.size()) < wanted && visits < max_visits; ++visits) {
+            std::optional<StreamRow> head = next_head(last, consumer);
+            if (!head) {
+                last = StreamCursor{};
+                break;
+            }
+            const int verdict = keep(*head);
+            if (verdict < 0) break;
+            last.consumer = head->consumer;
+            last.stream = head->stream;
+            last.set = true;
+            if (verdict > 0) out.push_back(std::move(*head));
+        }
+        return out;
+    }
+    // Up to `max` unfinished rows of a stream after `seq`, in stream order.
+    std::vector<StreamRow> after(const std::string& consumer, const core::Uuid& stream, int64_t seq, int max);
+    void close();
+    // Closed when the walk goes out of scope normally; after an error the transaction's abort
+    // releases what it holds.
+    ~StreamWalk() {
+        if (!heap_) return;
+        if (std::uncaught_exceptions() > 0) return;
+        try {
+            close();
+        } catch (...) {
+        }
+    }
+
+private:
+    std::optional<StreamRow> next_head(const StreamCursor& after, const std::optional<std::string>& consumer);
+    bool read(StreamRow& row);  // the slot's row (false: a row without a stream)
+    // The scan with `nkeys` keys: a btree scan is rescanned with as many keys as it began with.
+    IndexScanDesc scan(int nkeys);
+
+    Relation heap_ = nullptr, index_ = nullptr;
+    IndexScanDesc scans_[4] = {};
+    TupleTableSlot* slot_ = nullptr;
+    Snapshot snapshot_ = nullptr;
+    int id_col_ = 0, consumer_col_ = 0, attempts_col_ = 0, stream_col_ = 0, seq_col_ = 0, due_col_ = 0, lease_col_ = 0;
 };
 
 }  // namespace whizbang::pg
