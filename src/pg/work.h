@@ -96,7 +96,7 @@ struct Claim {
 };
 
 // What a claim_work call with leases in shared memory hands out, kept until every lease of the
-// call has been taken: its token is drawn only then (work_claim_shared.cpp says why).
+// call has been taken: its token is drawn only then (claim_store_shared.cpp says why).
 struct SharedHandOut {
     std::vector<HeapTuple> rows;         // result rows (SPI's, kept until SPI_finish)
     std::vector<TupleDesc> descs;        // and their descriptors
@@ -107,6 +107,10 @@ struct SharedHandOut {
 
 // Claims up to c.max_rows rows of c.source with leases in shared memory; returns how many.
 int claim_shared(const Claim& c, int64_t max_attempts, SharedHandOut& out);
+
+// The same with leases in the work rows: one fresh token per claim_work call, drawn once into
+// `fresh_token`; the rows go straight to the result.
+int claim_rows(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo);
 
 // Draws the call's token, gives it to the call's leases and appends the rows to the result.
 void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo);
