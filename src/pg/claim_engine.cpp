@@ -237,6 +237,21 @@ private:
 
 }  // namespace
 
+// Drops the entries just handed back. Stale ones (completed, or re-claimed by another instance
+// after the lease lapsed) are never handed back and are purged by perform_maintenance, so a
+// claim that got nothing pre-leased writes nothing here.
+void forget_preleased(Source source, const core::Uuid& instance, const std::vector<core::Uuid>& ids,
+                      const std::vector<std::string>& consumers) {
+    static WorkPlan plan(
+        "DELETE FROM whizbang.wh_inbox_preleased p"
+        " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
+        "   AND (p.message_id, p.consumer) OPERATOR(pg_catalog.=) ANY ("
+        "        SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
+        {UUIDOID, UUIDARRAYOID, TEXTARRAYOID});
+    if (ids.empty()) return;
+    plan[source].execute({PointerGetDatum(instance.data()), uuid_array(ids), text_array(consumers)});
+}
+
 int run_claim(const Claim& c, ClaimStore& store) { return Engine(c, store).run(); }
 
 }  // namespace whizbang::pg

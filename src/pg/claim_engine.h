@@ -68,6 +68,10 @@ public:
     virtual bool full() const { return false; }
 };
 
+// Forgets the pre-leased entries of rows a claim handed back to `instance` (ClaimStore::preleased).
+void forget_preleased(Source source, const core::Uuid& instance, const std::vector<core::Uuid>& ids,
+                      const std::vector<std::string>& consumers);
+
 // Claims up to c.max_rows rows of c.source through `store`; returns how many were handed out.
 int run_claim(const Claim& c, ClaimStore& store);
 

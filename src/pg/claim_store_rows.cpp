@@ -31,15 +31,6 @@ WorkPlan preleased_plan = WorkPlan::replanned(
     " FOR UPDATE OF w SKIP LOCKED",
     {UUIDOID, TIMESTAMPTZOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
 
-// Drops the entries just handed back. Stale ones (completed, or re-claimed by another instance
-// after the lease lapsed) are never handed back (the join above checks the lease) and are
-// purged by perform_maintenance, so a claim that got nothing pre-leased writes nothing here.
-WorkPlan forget_preleased_plan(
-    "DELETE FROM whizbang.wh_inbox_preleased p"
-    " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
-    "   AND (p.message_id, p.consumer) OPERATOR(pg_catalog.=) ANY ("
-    "        SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
-    {UUIDOID, UUIDARRAYOID, TEXTARRAYOID});
 
 // Rows without a stream: due, not under a live lease, oldest due first, locked without
 // waiting as the LIMIT takes them (rows another claim holds are skipped, none is over-locked).
@@ -138,7 +129,7 @@ public:
             picks.push_back(std::move(p));
         }
         if (!picks.empty())
-            forget_preleased_plan[c_.source].execute({PointerGetDatum(c_.instance.data()), uuid_array(ids), text_array(consumers)});
+            forget_preleased(c_.source, c_.instance, ids, consumers);
         return picks;
     }
 

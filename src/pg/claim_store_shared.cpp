@@ -49,12 +49,6 @@ WorkPlan preleased_plan(
     " ORDER BY w.stream_id, w.stream_seq LIMIT $5",
     {UUIDOID, TEXTOID, INT4ARRAYOID, INT4OID, INT4OID});
 
-WorkPlan forget_preleased_plan(
-    "DELETE FROM whizbang.wh_inbox_preleased p"
-    " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
-    "   AND (p.message_id, p.consumer) OPERATOR(pg_catalog.=) ANY ("
-    "        SELECT * FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)))",
-    {UUIDOID, UUIDARRAYOID, TEXTARRAYOID});
 
 // The picks that are still claimable, read after their leases were taken, with their message:
 // claim_work's result columns, then the row's stream position. A head must still be the oldest
@@ -120,7 +114,7 @@ public:
             picks.push_back(std::move(p));
         }
         if (!ids.empty())
-            forget_preleased_plan[c_.source].execute({PointerGetDatum(c_.instance.data()), uuid_array(ids), text_array(consumers)});
+            forget_preleased(c_.source, c_.instance, ids, consumers);
         // Their leases were taken by the store, not by this call (hand_out(..., false)): a row no
         // longer claimable keeps its lease until it lapses, as in the table store.
         return picks;

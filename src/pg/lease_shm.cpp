@@ -285,25 +285,7 @@ void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
 
 shm::Lease lease_of(const lm::Lease& l) {
     shm::Lease out;
-    out.instance = l.instance;
-    out.token = l.token;
-    out.expiry = l.expiry;
-    out.attempts = l.attempts;
-    out.has_stream = l.has_stream;
-    out.stream = l.stream;
-    out.seq = l.seq;
-    return out;
-}
-
-lm::Lease lease_from(const shm::Lease& l) {
-    lm::Lease out;
-    out.instance = l.instance;
-    out.token = l.token;
-    out.expiry = l.expiry;
-    out.attempts = l.attempts;
-    out.has_stream = l.has_stream;
-    out.stream = l.stream;
-    out.seq = l.seq;
+    static_cast<lm::Lease&>(out) = l;
     return out;
 }
 
@@ -464,7 +446,7 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
     const uint32 hash = key_hash(key);
     const int level = GetCurrentTransactionNestLevel();
     LeaseJournal::Record& record = journal.ready(key, hash, level);
-    const lm::Lease l = lease_from(fresh);
+    const lm::Lease l = static_cast<const lm::Lease&>(fresh);
     return with_slot(key, hash, [&](Locked& at) {
         lm::Lease lapsed;
         lm::State before;
@@ -503,7 +485,7 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
     std::vector<lm::Lease> old(keys.size());
     voided->clear();
     voided->reserve(run.size());
-    const lm::Lease l = lease_from(fresh);
+    const lm::Lease l = static_cast<const lm::Lease&>(fresh);
     const lm::Owner owner = me();
     const bool ok = pg_call([&] {
         PartitionLocks held(hashes);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/lease_machine.h"
 #include "core/uuid.h"
 #include "pg/bridge.h"
 
@@ -37,15 +38,10 @@ struct LeaseKey {
     std::string consumer;  // '' for the outbox
 };
 
-struct Lease {
-    core::Uuid instance{};
-    int64_t token = 0;
-    TimestampTz expiry = 0;
-    int attempts = 0;  // this delivery's count
-    bool has_stream = false;
-    core::Uuid stream{};
-    int64_t seq = 0;
-    bool ending = false;  // another transaction is changing the row's lease: none to act on
+// A row's lease as the work functions see it (core/lease_machine.h), and whether another
+// transaction is changing it right now (then it is no lease the caller can act on).
+struct Lease : core::lease::Lease {
+    bool ending = false;
 };
 
 enum class Take { taken, held, lapsed, full };

@@ -84,6 +84,38 @@ bool changing_elsewhere(TupleTableSlot* slot) {
     return changing;
 }
 
+// Opens whizbang's table `heap_name` and its index `index_name` for reading through the index AM,
+// with a snapshot taken now and a slot. False, with nothing left open, where either is missing,
+// the table has row security (the caller takes the SQL path), or columns(heap) finds a column
+// missing. Checks the caller's SELECT privilege as a query would.
+template <typename Columns>
+bool open_index_read(const char* heap_name, const char* index_name, Relation& heap, Relation& index, Snapshot& snapshot,
+                     TupleTableSlot*& slot, Columns columns) {
+    const Oid heap_id = whizbang_relid_unguarded(heap_name), index_id = whizbang_relid_unguarded(index_name);
+    if (!OidIsValid(heap_id) || !OidIsValid(index_id)) return false;
+    AclResult acl = pg_class_aclcheck(heap_id, GetUserId(), ACL_SELECT);
+    if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, heap_name);
+    heap = table_open(heap_id, AccessShareLock);
+    if (heap->rd_rel->relrowsecurity || !columns(heap)) {
+        table_close(heap, AccessShareLock);
+        heap = nullptr;
+        return false;
+    }
+    index = index_open(index_id, AccessShareLock);
+    snapshot = RegisterSnapshot(GetLatestSnapshot());
+    slot = table_slot_create(heap, nullptr);
+    return true;
+}
+
+// Closes what open_index_read opened; the locks stay to the end of the transaction, as a
+// query keeps them.
+void close_index_read(Relation heap, Relation index, Snapshot snapshot, TupleTableSlot* slot) {
+    ExecDropSingleTupleTableSlot(slot);
+    UnregisterSnapshot(snapshot);
+    index_close(index, NoLock);
+    table_close(heap, NoLock);
+}
+
 }  // namespace
 
 std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
@@ -217,22 +249,13 @@ bool DueRowScan::open(Source source, TimestampTz now) {
     const char* work = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
     const char* due = source == Source::inbox ? "wh_inbox_work_due" : "wh_outbox_work_due";
     return pg_call([&]() -> bool {
-        const Oid heap_id = whizbang_relid_unguarded(work), index_id = whizbang_relid_unguarded(due);
-        if (!OidIsValid(heap_id) || !OidIsValid(index_id)) return false;
-        AclResult acl = pg_class_aclcheck(heap_id, GetUserId(), ACL_SELECT);
-        if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, work);
-        heap_ = table_open(heap_id, AccessShareLock);
-        id_col_ = attnum(heap_, "message_id");
-        consumer_col_ = attnum(heap_, "consumer");
-        attempts_col_ = attnum(heap_, "attempts");
-        if (heap_->rd_rel->relrowsecurity || !id_col_ || !consumer_col_ || !attempts_col_) {
-            table_close(heap_, AccessShareLock);
-            heap_ = nullptr;
+        if (!open_index_read(work, due, heap_, index_, snapshot_, slot_, [&](Relation heap) {
+                id_col_ = attnum(heap, "message_id");
+                consumer_col_ = attnum(heap, "consumer");
+                attempts_col_ = attnum(heap, "attempts");
+                return id_col_ && consumer_col_ && attempts_col_;
+            }))
             return false;
-        }
-        index_ = index_open(index_id, AccessShareLock);
-        snapshot_ = RegisterSnapshot(GetLatestSnapshot());
-        slot_ = table_slot_create(heap_, nullptr);
         scan_ = index_beginscan(heap_, index_, snapshot_, 1, 0);
         ScanKeyData key;
         index_key(&key, index_, 1, BTLessEqualStrategyNumber, TimestampTzGetDatum(now));
@@ -285,10 +308,7 @@ void DueRowScan::close() {
     if (!heap_) return;
     pg_call([&] {
         index_endscan(scan_);
-        ExecDropSingleTupleTableSlot(slot_);
-        UnregisterSnapshot(snapshot_);
-        index_close(index_, NoLock);
-        table_close(heap_, NoLock);
+        close_index_read(heap_, index_, snapshot_, slot_);
     });
     heap_ = nullptr;
 }
@@ -296,28 +316,16 @@ void DueRowScan::close() {
 bool StreamWalk::open(Source source) {
     const TableNames& names = kNames[static_cast<int>(source)];
     return pg_call([&]() -> bool {
-        const Oid heap_id = whizbang_relid_unguarded(names.work), index_id = whizbang_relid_unguarded(names.stream_index);
-        if (!OidIsValid(heap_id) || !OidIsValid(index_id)) return false;
-        AclResult acl = pg_class_aclcheck(heap_id, GetUserId(), ACL_SELECT);
-        if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, names.work);
-        heap_ = table_open(heap_id, AccessShareLock);
-        id_col_ = attnum(heap_, "message_id");
-        consumer_col_ = attnum(heap_, "consumer");
-        attempts_col_ = attnum(heap_, "attempts");
-        stream_col_ = attnum(heap_, "stream_id");
-        seq_col_ = attnum(heap_, "stream_seq");
-        due_col_ = attnum(heap_, "scheduled_for");
-        lease_col_ = attnum(heap_, "lease_expiry");
-        if (heap_->rd_rel->relrowsecurity || !id_col_ || !consumer_col_ || !attempts_col_ || !stream_col_ || !seq_col_ ||
-            !due_col_ || !lease_col_) {
-            table_close(heap_, AccessShareLock);
-            heap_ = nullptr;
-            return false;
-        }
-        index_ = index_open(index_id, AccessShareLock);
-        snapshot_ = RegisterSnapshot(GetLatestSnapshot());
-        slot_ = table_slot_create(heap_, nullptr);
-        return true;
+        return open_index_read(names.work, names.stream_index, heap_, index_, snapshot_, slot_, [&](Relation heap) {
+            id_col_ = attnum(heap, "message_id");
+            consumer_col_ = attnum(heap, "consumer");
+            attempts_col_ = attnum(heap, "attempts");
+            stream_col_ = attnum(heap, "stream_id");
+            seq_col_ = attnum(heap, "stream_seq");
+            due_col_ = attnum(heap, "scheduled_for");
+            lease_col_ = attnum(heap, "lease_expiry");
+            return id_col_ && consumer_col_ && attempts_col_ && stream_col_ && seq_col_ && due_col_ && lease_col_;
+        });
     });
 }
 
@@ -400,10 +408,7 @@ void StreamWalk::close() {
                 index_endscan(s);
                 s = nullptr;
             }
-        ExecDropSingleTupleTableSlot(slot_);
-        UnregisterSnapshot(snapshot_);
-        index_close(index_, NoLock);
-        table_close(heap_, NoLock);
+        close_index_read(heap_, index_, snapshot_, slot_);
     });
     heap_ = nullptr;
 }
