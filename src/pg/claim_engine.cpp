@@ -106,8 +106,13 @@ private:
     std::vector<Pick> find_stream_heads(int limit) {
         StreamWalk walk;
         if (!walk.open(c_.source)) return find_stream_heads_sql(limit);
+        // Where the last claim stopped: every backend's (the shared-memory store), or this one's.
         StreamCursor& cursor = stream_cursor(c_.source);
-        const StreamCursor start = cursor;
+        StreamCursor shared;
+        const bool is_shared = shm::shared_cursor(c_.source, shared);
+        StreamCursor start = is_shared ? shared : cursor;
+        // A place among another consumer's streams says nothing about this claim's.
+        if (consumer_ && start.set && start.consumer != *consumer_) start = StreamCursor{};
         auto keep = [&](const StreamRow& h, bool wrapped) {
             // Past the starting point again: every stream was looked at.
             if (wrapped && start.set && std::make_pair(h.consumer, h.stream) >= std::make_pair(start.consumer, start.stream))
@@ -125,6 +130,7 @@ private:
             for (StreamRow& r : more) rows.push_back(std::move(r));
         }
         cursor = last;
+        if (is_shared || shared_leases_active()) shm::set_shared_cursor(c_.source, last);
         std::vector<Pick> found;
         found.reserve(rows.size());
         for (StreamRow& r : rows) found.push_back(pick_of(std::move(r), true));
@@ -160,8 +166,11 @@ private:
     void take_stream_heads(std::vector<Pick>& picks) {
         std::set<std::pair<core::Uuid, std::string>> tried;
         for (int attempt = 0; attempt < 4 && room(picks) > 0 && !store_.full(); ++attempt) {
+            // As many as there is room for: the walk passes over streams held right now, and the
+            // next claim goes on after the last one looked at (shared by every backend where the
+            // store has shared memory), so a head is rarely taken by another claim first.
             const int want = room(picks);
-            const int wanted = want > INT32_MAX / 2 ? INT32_MAX : want * 2;
+            const int wanted = want;
             std::vector<Pick> found = find_stream_heads(wanted);
             std::stable_sort(found.begin(), found.end(), [](const Pick& a, const Pick& b) { return a.due < b.due; });
             std::vector<Pick> fresh;

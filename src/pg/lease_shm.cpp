@@ -23,6 +23,7 @@ extern "C" {
 #include "storage/lwlock.h"
 #include "storage/procarray.h"
 #include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "access/transam.h"
@@ -60,11 +61,28 @@ struct SharedEntry {
     lm::Slot slot;
 };
 
+// The shared stream-walk positions (shm::shared_cursor): one per database and source, in a
+// small table that forgets the least recently written when a new database needs a place.
+constexpr int kCursors = 64;
+constexpr int kCursorConsumer = 64;  // bytes of consumer name a shared position holds
+struct SharedCursor {
+    Oid database;  // InvalidOid: free
+    int32 source;
+    bool set;
+    uint8 stream[16];
+    int32 consumer_len;
+    char consumer[kCursorConsumer];
+    uint64 written;  // when (in `Control::cursor_clock` ticks)
+};
+
 struct Control {
     pg_atomic_uint64 changes;  // bumped whenever a slot may have changed: earliest_expiry's cache
     pg_atomic_uint64 last_token;
     pg_atomic_uint64 short_claims;
     int64 token_mark;  // the mark in kTokenFile; under the extra lock
+    slock_t cursor_lock;
+    uint64 cursor_clock;  // under cursor_lock
+    SharedCursor cursors[kCursors];
 };
 
 int max_leases = 100000;
@@ -102,6 +120,9 @@ void startup_shmem() {
     if (!found) {
         const int64 start = std::max<int64>(GetCurrentTimestamp(), read_token_file());
         pg_atomic_init_u64(&control->changes, 0);
+        SpinLockInit(&control->cursor_lock);
+        control->cursor_clock = 0;
+        memset(control->cursors, 0, sizeof(control->cursors));
         pg_atomic_init_u64(&control->last_token, static_cast<uint64>(start));
         pg_atomic_init_u64(&control->short_claims, 0);
         control->token_mark = start;
@@ -724,6 +745,61 @@ void end_all(Source source) {
             return true;
         });
     }
+}
+
+}  // namespace shm
+
+namespace {
+SharedCursor* cursor_of(Source source, bool create) {
+    SharedCursor* oldest = nullptr;
+    for (SharedCursor& c : control->cursors) {
+        if (c.database == MyDatabaseId && c.source == static_cast<int32>(source)) return &c;
+        if (!oldest || c.written < oldest->written) oldest = &c;
+    }
+    if (!create) return nullptr;
+    oldest->database = MyDatabaseId;
+    oldest->source = static_cast<int32>(source);
+    oldest->set = false;
+    return oldest;
+}
+}  // namespace
+
+namespace shm {
+
+bool shared_cursor(Source source, StreamCursor& cursor) {
+    if (!active) return false;
+    bool found = false, set = false;
+    uint8 stream[16];
+    char consumer[kCursorConsumer];
+    int len = 0;
+    SpinLockAcquire(&control->cursor_lock);
+    if (SharedCursor* c = cursor_of(source, false); c && c->consumer_len >= 0) {
+        found = true;
+        set = c->set;
+        memcpy(stream, c->stream, 16);
+        len = c->consumer_len;
+        memcpy(consumer, c->consumer, static_cast<std::size_t>(len));
+    }
+    SpinLockRelease(&control->cursor_lock);
+    if (!found) return false;
+    cursor.set = set;
+    memcpy(cursor.stream.data(), stream, 16);
+    cursor.consumer.assign(consumer, static_cast<std::size_t>(len));
+    return true;
+}
+
+void set_shared_cursor(Source source, const StreamCursor& cursor) {
+    if (!active) return;
+    // A consumer name too long to share marks the place unusable: each backend keeps its own.
+    const bool fits = cursor.consumer.size() <= static_cast<std::size_t>(kCursorConsumer);
+    SpinLockAcquire(&control->cursor_lock);
+    SharedCursor* c = cursor_of(source, true);
+    c->set = cursor.set;
+    memcpy(c->stream, cursor.stream.data(), 16);
+    c->consumer_len = fits ? static_cast<int32>(cursor.consumer.size()) : -1;
+    if (fits) memcpy(c->consumer, cursor.consumer.data(), cursor.consumer.size());
+    c->written = ++control->cursor_clock;
+    SpinLockRelease(&control->cursor_lock);
 }
 
 Usage usage() {

@@ -30,6 +30,8 @@ bool shared_leases_active();
 // _PG_init while preloading: settings, shared memory, transaction callbacks.
 void lease_store_preload_init();
 
+struct StreamCursor;
+
 namespace shm {
 
 struct LeaseKey {
@@ -115,6 +117,13 @@ TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t
 // Ends every lease of `source` in this database with this transaction (the work table is
 // being truncated): gone at commit, held again on abort.
 void end_all(Source source);
+
+// Where the last claim of `source` in this database stopped its walk of the streams, shared by
+// every backend, so that concurrent claims go on from each other's end instead of walking over
+// the streams another claim has just taken. False when there is none (or the consumer of that
+// position was too long to share): the caller uses its own.
+bool shared_cursor(Source source, StreamCursor& cursor);
+void set_shared_cursor(Source source, const StreamCursor& cursor);
 
 // Capacity and use, for stats().
 struct Usage {
