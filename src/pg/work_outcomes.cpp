@@ -25,7 +25,7 @@
 namespace whizbang::pg {
 namespace {
 
-WorkPlan lock_named_plan = WorkPlan::replanned(
+WorkPlan lock_named_plan(
     "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq, w.lease_expiry"
     "  FROM whizbang.wh_inbox_work w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
