@@ -3,7 +3,7 @@ EXTENSION = whizbang
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" whizbang.control)
 
 MODULE_big = whizbang
-CXX_SRCS = $(sort $(wildcard src/pg/*.cpp) $(wildcard src/core/*.cpp))
+CXX_SRCS = $(sort $(wildcard src/pg/*.cpp) $(wildcard src/pg/*/*.cpp) $(wildcard src/core/*.cpp))
 OBJS = $(CXX_SRCS:.cpp=.o)
 
 DATA = $(wildcard sql/whizbang--*.sql)

@@ -1,15 +1,58 @@
-// Library-level entry points: module magic, version, and the bridge self-test.
+// The library: module magic, _PG_init, the one dispatcher of transaction ends, version, and the
+// bridge self-test.
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "pg/bridge.h"
+// Headers that include src/core come first (core/no_postgres.h).
+#include "pg/lease/lease_store.h"
+#include "pg/wait/work_wait.h"
+
+#include "pg/boundary/bridge.h"
+#include "pg/boundary/memory.h"
+#include "pg/citus/shard_scope.h"
+#include "pg/maintenance/maintenance.h"
 
 extern "C" {
 PG_MODULE_MAGIC;
+void _PG_init(void);
 }
 
 using namespace whizbang::pg;
+
+namespace {
+
+// Every capability that acts at the end of a transaction is called from here, in this order: the
+// lease store settles the leases the transaction changed before waiting claims are woken for the
+// work it made claimable (a woken claim must find a released row free); then the per-transaction
+// state of routed calls and of big batches is dropped. None of them throws.
+void on_xact(XactEvent event, void*) {
+    lease_store_at_xact(event);
+    waiters_at_xact(event);
+    shard_scope_at_xact(event);
+    memory_at_xact(event);
+}
+
+void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
+    lease_store_at_subxact(event);
+    waiters_at_subxact(event);
+}
+
+}  // namespace
+
+void _PG_init(void) {
+    maintenance_define_settings();
+    RegisterXactCallback(on_xact, nullptr);
+    RegisterSubXactCallback(on_subxact, nullptr);
+    // Shared memory, postmaster settings and background workers exist only when the postmaster
+    // loads the library (shared_preload_libraries).
+    if (!process_shared_preload_libraries_in_progress) return;
+    maintenance_preload_init();
+    work_wait_preload_init();
+    lease_store_preload_init();
+    MarkGUCPrefixReserved("whizbang");
+    maintenance_register_workers();
+}
 
 #ifndef WHIZBANG_VERSION
 #error "WHIZBANG_VERSION must be defined by the build (from whizbang.control)"

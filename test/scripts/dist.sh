@@ -59,7 +59,7 @@ check(bool(control_version) and control_version.group(1) == version,
       f"the control file inside says default_version = '{version}'")
 
 for required in ("Makefile", "whizbang.control", "README.md", f"sql/whizbang--{version}.sql",
-                 "src/pg/module.cpp", "src/pg/bridge.h", "docs/reference.md", "CMakeLists.txt"):
+                 "src/pg/module.cpp", "src/pg/boundary/bridge.h", "docs/reference.md", "CMakeLists.txt"):
     check(required in files, f"ships {required}")
 for folder in ("sql/", "expected/", "test/pgtap/", "test/isolation/", "test/unit/", "test/scripts/"):
     check(any(f.startswith(folder) for f in files), f"ships {folder}")

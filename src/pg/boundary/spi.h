@@ -1,0 +1,76 @@
+// SPI with plans prepared once per backend (pg_cron's habit) and every call guarded.
+// Queries are fully schema-qualified, operators included, so no caller's search_path can
+// change what they mean.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "pg/boundary/bridge.h"
+
+namespace whizbang::pg {
+
+// A statement prepared on first use and kept for the life of the backend.
+class CachedPlan {
+public:
+    CachedPlan(std::string sql, std::initializer_list<Oid> arg_types)
+        : sql_(std::move(sql)), arg_types_(arg_types) {}
+    CachedPlan(std::string sql, std::vector<Oid> arg_types) : sql_(std::move(sql)), arg_types_(std::move(arg_types)) {}
+
+    // For statements whose best plan depends on how big the work tables are right now (claims,
+    // row locks): planned for the actual parameters on every execution, never a generic plan
+    // that was cheapest when the queue was empty.
+    static CachedPlan replanned(std::string sql, std::vector<Oid> arg_types) {
+        CachedPlan plan(std::move(sql), std::move(arg_types));
+        plan.cursor_options_ = CURSOR_OPT_CUSTOM_PLAN;
+        return plan;
+    }
+    // Executes with `values` (NULL where nulls[i] == 'n'); returns SPI_processed.
+    uint64 execute(const std::vector<Datum>& values, const char* nulls = nullptr);
+    // The same, in a snapshot taken now (GetLatestSnapshot), whatever the isolation level: to
+    // check what another transaction committed a moment ago.
+    uint64 execute_latest(const std::vector<Datum>& values, const char* nulls = nullptr);
+    // Opens a cursor over the statement (a SELECT); fetch its rows with spi_fetch().
+    Portal open_cursor(const std::vector<Datum>& values, const char* nulls = nullptr);
+
+private:
+    SPIPlanPtr prepare(const std::vector<Datum>& values, const char* nulls);
+    std::string sql_;
+    std::vector<Oid> arg_types_;
+    SPIPlanPtr plan_ = nullptr;
+    std::unordered_map<std::string, SPIPlanPtr> shard_plans_;  // by the statement's shard text
+    int cursor_options_ = 0;
+};
+
+// Connects to SPI for the scope of one function call. On an error the transaction abort
+// cleans SPI up, so the destructor only finishes a connection that is still open.
+class SpiConnection {
+public:
+    // `nonatomic`: the connection of a procedure CALLed where it may end transactions (its
+    // CallContext says so), for commit().
+    explicit SpiConnection(bool nonatomic = false);
+    ~SpiConnection();
+    SpiConnection(const SpiConnection&) = delete;
+    SpiConnection& operator=(const SpiConnection&) = delete;
+    void finish();
+    // Commits the current transaction and starts the next (nonatomic connections only).
+    void commit();
+
+private:
+    bool open_ = false;
+};
+
+// Appends the first `rows` rows of the last result to a materialized SRF's result, copied now
+// (SPI_finish frees them); the result's columns are the statement's, in order.
+void spi_rows_to_result(ReturnSetInfo* rsinfo, uint64 rows);
+
+// Fetches up to `count` more rows of a cursor into the last result; returns how many came.
+uint64 spi_fetch(Portal portal, long count);
+void spi_close(Portal portal);
+
+// Column `col` (1-based) of row `row` of the last result; nullptr-safe NULL check via *isnull.
+Datum spi_value(uint64 row, int col, bool* isnull);
+
+}  // namespace whizbang::pg

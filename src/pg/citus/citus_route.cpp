@@ -1,0 +1,246 @@
+#include <algorithm>
+#include <string>
+
+#include "pg/boundary/arrays.h"  // before any PostgreSQL header: it includes src/core
+#include "pg/citus/citus_route.h"
+#include "pg/citus/distributed.h"
+#include "pg/citus/shard_scope.h"
+#include "pg/boundary/spi.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+#include "utils/timestamp.h"
+}
+
+namespace whizbang::pg {
+
+bool must_route() { return distributed() && !in_shard_scope(); }
+
+void caller_arguments(FunctionCallInfo fcinfo, std::vector<Datum>& values, std::vector<char>& nulls) {
+    const int nargs = PG_NARGS();
+    values.assign(nargs, (Datum)0);
+    nulls.assign(nargs, ' ');
+    for (int i = 0; i < nargs; ++i) {
+        if (PG_ARGISNULL(i))
+            nulls[i] = 'n';
+        else
+            values[i] = PG_GETARG_DATUM(i);
+    }
+}
+
+std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions) {
+    std::map<int64_t, std::vector<std::size_t>> groups;
+    if (partitions.empty()) return groups;
+    std::vector<int64_t> shards(partitions.size(), 0);
+    Datum array = int4_array(partitions);
+    const bool by_node = !in_node_scope();
+    pg_call([&] {
+        Oid types[1] = {INT4ARRAYOID};
+        Datum values[1] = {array};
+        // The coordinator groups by node (the shard's placement's group), a node by shard.
+        int rc = SPI_execute_with_args(
+            by_node ? "SELECT (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
+                      "         WHERE pl.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column("
+                      "                 'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p) LIMIT 1)"
+                      "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i"
+                    : "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
+                      "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+            1, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT || SPI_processed != partitions.size())
+            elog(ERROR, "whizbang: could not find the shards of %zu partitions", partitions.size());
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool isnull = false;
+            shards[r] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        }
+    });
+    for (std::size_t i = 0; i < partitions.size(); ++i) groups[shards[i]].push_back(i);
+    return groups;
+}
+
+std::vector<int> routing_anchors() {
+    // [0]: one partition per node (the coordinator's view); [1]: one per shard, this node's own
+    // (a node call's view).
+    static std::vector<int> anchors[2];
+    static TimestampTz loaded_at[2] = {0, 0};
+    const int view = in_node_scope() ? 1 : 0;
+    const TimestampTz now = GetCurrentTimestamp();
+    if (anchors[view].empty() || now - loaded_at[view] > 60 * USECS_PER_SEC) {
+        std::vector<int> all(kDistributedPartitionCount);
+        for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
+        // On a node the groups are shards: only those placed here.
+        std::vector<int64_t> here;
+        if (view == 1) here = local_shards("wh_inbox_work");
+        std::vector<int> fresh;
+        for (const auto& [group, positions] : routing_groups(all))
+            if (view == 0 || std::binary_search(here.begin(), here.end(), group)) fresh.push_back(all[positions.front()]);
+        anchors[view] = std::move(fresh);
+        loaded_at[view] = now;
+    }
+    return anchors[view];
+}
+
+int64_t coordinator_lease_token() {
+    if (in_node_scope() && shard_scope_token() > 0) return shard_scope_token();
+    static CachedPlan plan("SELECT pg_catalog.nextval('whizbang.wh_lease_token_seq')", {});
+    plan.execute({});
+    bool isnull = false;
+    return DatumGetInt64(spi_value(0, 1, &isnull));
+}
+
+uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
+                   const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token,
+                   const std::vector<int>* row_partitions) {
+    // The no-op DELETE in the WITH clause makes Citus count the node as written to, so a
+    // transaction that reaches two nodes commits with PREPARE TRANSACTION on both (a plain
+    // router SELECT would be committed node by node). It deletes nothing: no row has a NULL
+    // partition number. The whole query goes to the one node of the partition's shard, where
+    // wh_partitions is the shard's, and the LATERAL call runs there.
+    // On a node (a node call) the part runs right here, in the shard scope of its partition:
+    // no Citus, no round trip.
+    const bool local = in_node_scope();
+    const std::string token_param = "$" + std::to_string(values.size() + 2);
+    const std::string partitions_param = "$" + std::to_string(values.size() + 3);
+    std::string sql = local ? "SELECT r.* FROM whizbang."
+                            : "WITH w AS (DELETE FROM whizbang.wh_partitions x"
+                              " WHERE x.partition_number OPERATOR(pg_catalog.=) $1 AND x.partition_number IS NULL"
+                              " RETURNING 1)"
+                              " SELECT r.* FROM whizbang.wh_partitions a CROSS JOIN LATERAL whizbang.";
+    sql += function;
+    sql += local ? "(whizbang._on_shard($1, $2, " + token_param + ", false)"
+                 : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param + ")";
+    for (std::size_t i = 1; i < values.size(); ++i) sql += ", $" + std::to_string(i + 2);
+    sql += local ? ") AS r" : ") AS r WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
+
+    std::vector<Oid> all_types{INT4OID};
+    all_types.insert(all_types.end(), types.begin(), types.end());
+    std::vector<Datum> all_values{Int32GetDatum(partition)};
+    all_values.insert(all_values.end(), values.begin(), values.end());
+    std::string all_nulls(1, ' ');
+    for (char n : nulls) all_nulls += n == 'n' ? 'n' : ' ';
+    all_types.push_back(INT8OID);
+    all_values.push_back(Int64GetDatum(token));
+    all_nulls += token > 0 ? ' ' : 'n';
+    if (!local) {
+        all_types.push_back(INT4ARRAYOID);
+        all_values.push_back(row_partitions ? int4_array(*row_partitions) : (Datum)0);
+        all_nulls += row_partitions ? ' ' : 'n';
+    }
+    return pg_call([&] {
+        int rc = SPI_execute_with_args(sql.c_str(), static_cast<int>(all_values.size()), all_types.data(),
+                                       all_values.data(), all_nulls.c_str(), false, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: routed call of %s failed: %s", function, SPI_result_code_string(rc));
+        return SPI_processed;
+    });
+}
+
+int routed_count(int partition, const char* function, const std::vector<Oid>& types,
+                 const std::vector<Datum>& values, const std::vector<char>& nulls,
+                 const std::vector<int>* row_partitions) {
+    if (routed_call(partition, function, types, values, nulls, 0, row_partitions) != 1)
+        throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: a node did not answer the count of ") + function);
+    bool isnull = false;
+    Datum count = spi_value(0, 1, &isnull);
+    return isnull ? 0 : DatumGetInt32(count);
+}
+
+std::vector<Oid> argument_types(FunctionCallInfo fcinfo) {
+    const int nargs = PG_NARGS();
+    std::vector<Oid> types(nargs);
+    pg_call([&] {
+        for (int i = 0; i < nargs; ++i) types[i] = get_fn_expr_argtype(fcinfo->flinfo, i);
+    });
+    for (Oid t : types)
+        if (!OidIsValid(t)) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a routed call needs its argument types");
+    return types;
+}
+
+Datum slice_array(Datum array, const std::vector<std::size_t>& positions) {
+    return pg_call([&] {
+        ArrayType* a = DatumGetArrayTypeP(array);
+        const Oid element = ARR_ELEMTYPE(a);
+        int16 length = 0;
+        bool byval = false;
+        char align = 0;
+        get_typlenbyvalalign(element, &length, &byval, &align);
+        Datum* values = nullptr;
+        bool* nulls = nullptr;
+        int n = 0;
+        deconstruct_array(a, element, length, byval, align, &values, &nulls, &n);
+        Datum* out = static_cast<Datum*>(palloc(sizeof(Datum) * (positions.size() + 1)));
+        bool* out_nulls = static_cast<bool*>(palloc(sizeof(bool) * (positions.size() + 1)));
+        for (std::size_t k = 0; k < positions.size(); ++k) {
+            if (positions[k] >= static_cast<std::size_t>(n)) elog(ERROR, "whizbang: a routed array is too short");
+            out[k] = values[positions[k]];
+            out_nulls[k] = nulls[positions[k]];
+        }
+        int dims[1] = {static_cast<int>(positions.size())};
+        int lbs[1] = {1};
+        return PointerGetDatum(construct_md_array(out, out_nulls, 1, dims, lbs, element, length, byval, align));
+    });
+}
+
+RoutedRow copy_routed_row(uint64 r, TupleDesc desc, std::size_t position) {
+    if (desc->natts > kMaxRoutedColumns) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a routed call returns too many columns");
+    RoutedRow row;
+    row.position = position;
+    pg_call([&] {
+        for (int c = 0; c < desc->natts; ++c) {
+            Datum v = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1, &row.nulls[c]);
+            Form_pg_attribute att = TupleDescAttr(desc, c);
+            row.values[c] = row.nulls[c] ? (Datum)0 : SPI_datumTransfer(v, att->attbyval, att->attlen);
+        }
+    });
+    return row;
+}
+
+void put_in_order(ReturnSetInfo* rsinfo, std::vector<RoutedRow>& rows) {
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const RoutedRow& a, const RoutedRow& b) { return a.position < b.position; });
+    pg_call([&] {
+        for (RoutedRow& row : rows) tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, row.values, row.nulls);
+    });
+}
+
+std::vector<RoutedRow> call_on_every_shard(FunctionCallInfo fcinfo, const char* function) {
+    const std::vector<Oid> types = argument_types(fcinfo);
+    std::vector<Datum> values;
+    std::vector<char> nulls;
+    caller_arguments(fcinfo, values, nulls);
+    TupleDesc desc = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo)->setDesc;
+    std::vector<RoutedRow> out;
+    for (int anchor : routing_anchors()) {
+        uint64 rows = routed_call(anchor, function, types, values, nulls);
+        for (uint64 r = 0; r < rows; ++r) out.push_back(copy_routed_row(r, desc, out.size()));
+    }
+    return out;
+}
+
+void require_distributed_partition_count(int count) {
+    if (count > kDistributedPartitionCount)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
+                       "p_partition_count must be at most " + std::to_string(kDistributedPartitionCount) +
+                           " on a distributed install, not " + std::to_string(count),
+                       "wh_partitions routes partitions 0 to 9999 (docs/scaleout.md).");
+}
+
+}  // namespace whizbang::pg
+
+using namespace whizbang::pg;
+
+// _on_shard(p_partition integer, p_value anyelement, p_token bigint, p_node boolean) RETURNS
+// anyelement: the first argument of a routed call (citus_route.h). Returns p_value; the next
+// whizbang function called runs in the shard scope of p_partition (shard_scope.h), or, with
+// p_node, for the whole node, handing out p_token if it leases.
+WB_FUNCTION(wb_on_shard) {
+    if (PG_ARGISNULL(0)) throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partition must not be NULL");
+    std::vector<int> partitions;
+    if (PG_NARGS() > 4 && !PG_ARGISNULL(4)) partitions = int4_array_values(PG_GETARG_DATUM(4));
+    set_pending_shard(PG_GETARG_INT32(0), PG_NARGS() > 2 && !PG_ARGISNULL(2) ? PG_GETARG_INT64(2) : 0,
+                      PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3), std::move(partitions));
+    if (PG_ARGISNULL(1)) PG_RETURN_NULL();
+    PG_RETURN_DATUM(PG_GETARG_DATUM(1));
+}

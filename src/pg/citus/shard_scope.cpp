@@ -1,0 +1,258 @@
+#include "pg/citus/shard_scope.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <vector>
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+}
+
+namespace whizbang::pg {
+namespace {
+
+// The shard ids of whizbang's Citus tables for one partition: table name -> shard id.
+struct Scope {
+    int partition = -1;
+    int64_t token = 0;
+    bool node = false;  // a node call: no shard of its own (in_node_scope)
+    std::vector<int> partitions;  // a node call's partitions of the rows it names
+    std::map<std::string, int64_t> shards;
+};
+
+// _on_shard() sets `pending`; the next whizbang entry takes it (ShardScopeEntry). A scope left
+// pending by a call that never came is dropped at the end of the transaction.
+struct Pending {
+    int partition;
+    int64_t token;
+    bool node;
+    std::vector<int> partitions;
+};
+std::optional<Pending> pending;
+std::vector<Scope> active;  // innermost last
+void forget_pending(XactEvent event) {
+    if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE ||
+        event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PARALLEL_COMMIT)
+        pending.reset();
+}
+
+// Reads the shard of every whizbang Citus table for `partition` from Citus's metadata (synced
+// to every node): the distributed tables' shard for the partition, the reference tables' one.
+Scope load_scope(int partition) {
+    Scope scope;
+    scope.partition = partition;
+    // Filled on the PostgreSQL side in the caller's memory (SPI_palloc), read afterwards.
+    uint64 count = 0;
+    char** names = nullptr;
+    int64* shards = nullptr;
+    pg_call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+        Oid types[1] = {INT4OID};
+        Datum values[1] = {Int32GetDatum(partition)};
+        int rc = SPI_execute_with_args(
+            "SELECT c.relname::pg_catalog.text,"
+            "       CASE WHEN p.partmethod OPERATOR(pg_catalog.=) 'n'"
+            "            THEN (SELECT s.shardid FROM pg_catalog.pg_dist_shard s"
+            "                   WHERE s.logicalrelid OPERATOR(pg_catalog.=) p.logicalrelid)"
+            "            ELSE pg_catalog.get_shard_id_for_distribution_column(p.logicalrelid, $1) END"
+            "  FROM pg_catalog.pg_dist_partition p JOIN pg_catalog.pg_class c"
+            "    ON c.oid OPERATOR(pg_catalog.=) p.logicalrelid"
+            " WHERE c.relnamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace"
+            "   AND (p.partmethod OPERATOR(pg_catalog.=) 'n' OR p.colocationid OPERATOR(pg_catalog.=)"
+            "        (SELECT q.colocationid FROM pg_catalog.pg_dist_partition q"
+            "          WHERE q.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox_work'::pg_catalog.regclass))",
+            1, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading the shards of partition %d failed", partition);
+        names = static_cast<char**>(SPI_palloc(sizeof(char*) * (SPI_processed + 1)));
+        shards = static_cast<int64*>(SPI_palloc(sizeof(int64) * (SPI_processed + 1)));
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool n1 = false, n2 = false;
+            Datum name = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &n1);
+            Datum shard = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &n2);
+            if (n1 || n2) continue;
+            char* relname = TextDatumGetCString(name);
+            names[count] = static_cast<char*>(SPI_palloc(strlen(relname) + 1));
+            strcpy(names[count], relname);
+            shards[count] = DatumGetInt64(shard);
+            ++count;
+        }
+        SPI_finish();
+    });
+    for (uint64 i = 0; i < count; ++i) scope.shards[names[i]] = shards[i];
+    pg_call([&] {
+        for (uint64 i = 0; i < count; ++i) pfree(names[i]);
+        if (names) pfree(names);
+        if (shards) pfree(shards);
+    });
+    if (scope.shards.count("wh_inbox_work") == 0)
+        throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                       "whizbang: a routed call found no distributed whizbang tables on this node");
+    return scope;
+}
+
+bool identifier_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || (c >= 'A' && c <= 'Z');
+}
+
+// The single-server keys (message_id, consumer), (stream_id, consumer), (message_id) are
+// (..., partition_number) on a distributed install: an ON CONFLICT naming the former names the
+// latter on a shard.
+const std::pair<const char*, const char*> kConflictTargets[] = {
+    {"ON CONFLICT (consumer, message_id)", "ON CONFLICT (consumer, message_id, partition_number)"},
+    {"ON CONFLICT (stream_id, consumer)", "ON CONFLICT (stream_id, consumer, partition_number)"},
+    {"ON CONFLICT (message_id)", "ON CONFLICT (message_id, partition_number)"},
+};
+
+}  // namespace
+
+bool in_shard_scope() { return !active.empty() && !active.back().node; }
+
+bool in_node_scope() { return !active.empty() && active.back().node; }
+
+int64_t shard_scope_token() { return active.empty() ? 0 : active.back().token; }
+
+std::string shard_sql(const std::string& sql) {
+    if (!in_shard_scope()) return sql;
+    const Scope& scope = active.back();
+    static const std::string prefix = "whizbang.";
+    std::string out;
+    out.reserve(sql.size() + 64);
+    std::size_t i = 0;
+    while (i < sql.size()) {
+        std::size_t at = sql.find(prefix, i);
+        if (at == std::string::npos) {
+            out.append(sql, i, std::string::npos);
+            break;
+        }
+        std::size_t end = at + prefix.size();
+        while (end < sql.size() && identifier_char(sql[end])) ++end;
+        std::string name = sql.substr(at + prefix.size(), end - at - prefix.size());
+        out.append(sql, i, at - i);
+        out += prefix;
+        out += name;
+        auto it = scope.shards.find(name);
+        if (it != scope.shards.end()) out += "_" + std::to_string(it->second);
+        i = end;
+    }
+    // The distribution column, which a single server's tables may not have yet (a database at an
+    // older version served by this library): written as /*+SHARD ...*/, a comment there.
+    for (std::size_t at = out.find("/*+SHARD"); at != std::string::npos; at = out.find("/*+SHARD", at)) {
+        const std::size_t end = out.find("*/", at);
+        if (end == std::string::npos) break;
+        out = out.substr(0, at) + out.substr(at + 8, end - at - 8) + out.substr(end + 2);
+    }
+    for (const auto& [from, to] : kConflictTargets) {
+        std::size_t at = out.find(from);
+        if (at != std::string::npos) out.replace(at, std::strlen(from), to);
+    }
+    return out;
+}
+
+Oid whizbang_relid_unguarded(const char* name) {
+    Oid ns = get_namespace_oid("whizbang", false);
+    if (active.empty() || active.back().node) return get_relname_relid(name, ns);
+    // No C++ allocation here: callers run this on the PostgreSQL side of the boundary.
+    const Scope& scope = active.back();
+    const std::pair<const std::string, int64_t>* best = nullptr;
+    const std::size_t length = strlen(name);
+    for (const auto& entry : scope.shards) {
+        const std::size_t n = entry.first.size();
+        if (n <= length && strncmp(name, entry.first.c_str(), n) == 0 && (name[n] == '\0' || name[n] == '_') &&
+            (best == nullptr || n > best->first.size()))
+            best = &entry;
+    }
+    if (best == nullptr) return get_relname_relid(name, ns);
+    char* shard = psprintf("%s_" INT64_FORMAT, name, best->second);
+    Oid relid = get_relname_relid(shard, ns);
+    pfree(shard);
+    return relid;
+}
+
+Oid whizbang_relid(const char* name) {
+    return pg_call([&] { return whizbang_relid_unguarded(name); });
+}
+
+std::vector<int64_t> local_shards(const char* table) {
+    uint64 count = 0;
+    int64* found = nullptr;
+    Datum relname = pg_call([&] { return CStringGetTextDatum(psprintf("whizbang.%s", table)); });
+    pg_call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+        Oid types[1] = {TEXTOID};
+        Datum values[1] = {relname};
+        // This node's placements: its group (pg_dist_local_group).
+        int rc = SPI_execute_with_args(
+            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p"
+            "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+            " WHERE s.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
+            "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)"
+            " ORDER BY s.shardid",
+            1, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading this node's shards of %s failed", table);
+        found = static_cast<int64*>(SPI_palloc(sizeof(int64) * (SPI_processed + 1)));
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool isnull = false;
+            found[count++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        }
+        SPI_finish();
+    });
+    std::vector<int64_t> shards(found, found + count);
+    pg_call([&] { pfree(found); });
+    return shards;
+}
+
+std::vector<int64_t> idempotency_shards_of_first_local_shard() {
+    if (!in_shard_scope()) return {};
+    const std::vector<int64_t> work = local_shards("wh_inbox_work");
+    if (work.empty() || work.front() != active.back().shards.at("wh_inbox_work")) return {};
+    return local_shards("wh_idempotency_keys");
+}
+
+ShardTableOverride::ShardTableOverride(const char* table, int64_t shard) {
+    Scope scope = active.empty() ? Scope{} : active.back();
+    scope.shards[table] = shard;
+    active.push_back(std::move(scope));
+}
+
+ShardTableOverride::~ShardTableOverride() {
+    if (!active.empty()) active.pop_back();
+}
+
+ShardScopeEntry::ShardScopeEntry() {
+    if (!pending) return;
+    const Pending p = *pending;
+    pending.reset();
+    Scope scope;
+    if (p.node) {
+        scope.partition = p.partition;
+        scope.node = true;
+        scope.partitions = p.partitions;
+    } else {
+        scope = load_scope(p.partition);
+    }
+    scope.token = p.token;
+    active.push_back(std::move(scope));
+    entered_ = true;
+}
+
+ShardScopeEntry::~ShardScopeEntry() {
+    if (entered_ && !active.empty()) active.pop_back();
+}
+
+const std::vector<int>& node_scope_partitions() {
+    static const std::vector<int> none;
+    return in_node_scope() ? active.back().partitions : none;
+}
+
+void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions) {
+    pending = Pending{partition, token, node, std::move(partitions)};
+}
+
+void shard_scope_at_xact(XactEvent event) { forget_pending(event); }
+
+}  // namespace whizbang::pg

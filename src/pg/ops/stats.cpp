@@ -1,0 +1,146 @@
+// stats() (DESIGN §3.7): one row per metric, counted now, in one statement (one snapshot), so
+// the figures agree with each other. Exact counts: the work tables are meant to stay small;
+// on a big dedup table the dedup_* metrics cost a scan of it.
+#include <algorithm>
+
+#include "pg/boundary/args.h"
+#include "pg/citus/citus_route.h"
+#include "pg/boundary/arrays.h"
+#include "pg/lease/lease_store.h"
+#include "pg/ops/queues.h"
+#include "pg/boundary/spi.h"
+#include "pg/wait/work_wait.h"
+
+namespace whizbang::pg {
+namespace {
+
+// The five work metrics of one source, as (metric, value) rows: the sums of its rows of `q`,
+// queues()' counts per (source, consumer) (queues.cpp has the definitions: pending, leased,
+// scheduled, dead-lettered, the oldest pending message's age), so the two always agree.
+std::string work_metrics(const char* source) {
+    const std::string s(source);
+    return "SELECT m.metric, m.value FROM (SELECT"
+           "  COALESCE(pg_catalog.sum(q.pending), 0)::pg_catalog.int8 AS pending,"
+           "  COALESCE(pg_catalog.sum(q.leased), 0)::pg_catalog.int8 AS leased,"
+           "  COALESCE(pg_catalog.sum(q.scheduled), 0)::pg_catalog.int8 AS scheduled,"
+           "  COALESCE(pg_catalog.sum(q.dead_lettered), 0)::pg_catalog.int8 AS dead_lettered,"
+           "  COALESCE(pg_catalog.max(q.oldest_pending_seconds), 0)::pg_catalog.int8 AS oldest"
+           "  FROM q WHERE q.source OPERATOR(pg_catalog.=) '" + s + "') c"
+           " CROSS JOIN LATERAL (VALUES ('" + s + "_pending', c.pending), ('" + s + "_leased', c.leased),"
+           "   ('" + s + "_scheduled', c.scheduled), ('" + s + "_dead_lettered', c.dead_lettered),"
+           "   ('" + s + "_oldest_pending_seconds', c.oldest)) AS m(metric, value)";
+}
+
+CachedPlan stats_plan(
+    "WITH q AS (" + queue_counts_sql() + ") " + work_metrics("inbox") + " UNION ALL " + work_metrics("outbox") +
+        " UNION ALL "
+        "SELECT m.metric, m.value FROM (SELECT pg_catalog.count(*) AS n,"
+        "   COALESCE(pg_catalog.sum(observation_count OPERATOR(pg_catalog.-) 1 OPERATOR(pg_catalog.-) conflict_count), 0)::pg_catalog.int8 AS dup,"
+        "   COALESCE(pg_catalog.sum(conflict_count), 0)::pg_catalog.int8 AS conflicts"
+        "  FROM whizbang.wh_message_deduplication) d"
+        " CROSS JOIN LATERAL (VALUES ('dedup_rows', d.n), ('dedup_duplicates_observed', d.dup),"
+        "                            ('dedup_conflicts_observed', d.conflicts)) AS m(metric, value)"
+        " UNION ALL "
+        "SELECT m.metric, m.value FROM (SELECT"
+        "   pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'in_progress') AS in_progress,"
+        "   pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'completed'"
+        "                      AND result_expires_at OPERATOR(pg_catalog.>) $1) AS completed,"
+        "   pg_catalog.count(*) FILTER (WHERE state OPERATOR(pg_catalog.=) 'completed'"
+        "                      AND result_expires_at OPERATOR(pg_catalog.<=) $1) AS tombstones"
+        "  FROM whizbang.wh_idempotency_keys) k"
+        " CROSS JOIN LATERAL (VALUES ('idempotency_in_progress', k.in_progress), ('idempotency_completed', k.completed),"
+        "                            ('idempotency_tombstones', k.tombstones)) AS m(metric, value)",
+    queue_counts_types());
+
+// The dedup and idempotency metrics as aggregates Citus runs on every shard.
+CachedPlan distributed_keys_plan(
+    "SELECT (SELECT pg_catalog.count(*) FROM whizbang.wh_message_deduplication),"
+    "  (SELECT COALESCE(pg_catalog.sum(observation_count OPERATOR(pg_catalog.-) 1"
+    "                                  OPERATOR(pg_catalog.-) conflict_count), 0)::pg_catalog.int8"
+    "     FROM whizbang.wh_message_deduplication),"
+    "  (SELECT COALESCE(pg_catalog.sum(conflict_count), 0)::pg_catalog.int8 FROM whizbang.wh_message_deduplication),"
+    "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'in_progress'),"
+    "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'completed'"
+    "      AND result_expires_at OPERATOR(pg_catalog.>) $1),"
+    "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'completed'"
+    "      AND result_expires_at OPERATOR(pg_catalog.<=) $1)",
+    {TIMESTAMPTZOID});
+
+// stats()' table metrics on a distributed install, in the single server's order: the work
+// metrics from every shard's queues() (routed_queue_counts), the key metrics from aggregates.
+// Not one snapshot: each shard and each aggregate counts at its own moment.
+void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
+    std::vector<std::pair<std::string, int64_t>> metrics;
+    const std::vector<QueueCounts> counts = routed_queue_counts(now);
+    for (const char* source : {"inbox", "outbox"}) {
+        int64_t pending = 0, leased = 0, scheduled = 0, dead = 0, oldest = 0;
+        for (const QueueCounts& q : counts) {
+            if (q.source != source) continue;
+            pending += q.pending;
+            leased += q.leased;
+            scheduled += q.scheduled;
+            dead += q.dead_lettered;
+            oldest = std::max(oldest, q.oldest_pending_seconds);
+        }
+        const std::string s(source);
+        metrics.insert(metrics.end(), {{s + "_pending", pending}, {s + "_leased", leased}, {s + "_scheduled", scheduled},
+                                       {s + "_dead_lettered", dead}, {s + "_oldest_pending_seconds", oldest}});
+    }
+    distributed_keys_plan.execute({TimestampTzGetDatum(now)});
+    const char* names[] = {"dedup_rows", "dedup_duplicates_observed", "dedup_conflicts_observed",
+                           "idempotency_in_progress", "idempotency_completed", "idempotency_tombstones"};
+    for (int c = 0; c < 6; ++c) {
+        bool isnull = false;
+        Datum d = spi_value(0, c + 1, &isnull);
+        metrics.emplace_back(names[c], isnull ? 0 : DatumGetInt64(d));
+    }
+    std::vector<Datum> texts;
+    for (const auto& m : metrics) texts.push_back(text_datum(m.first));
+    pg_call([&] {
+        for (std::size_t i = 0; i < metrics.size(); ++i) {
+            Datum values[2] = {texts[i], Int64GetDatum(metrics[i].second)};
+            bool nulls[2] = {false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+}
+
+}  // namespace
+}  // namespace whizbang::pg
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// stats() RETURNS TABLE(metric text, value bigint)
+WB_FUNCTION(wb_stats) {
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    SpiConnection spi;
+    const TimestampTz now = GetCurrentTransactionStartTimestamp();
+    if (must_route())
+        distributed_table_metrics(rsinfo, now);
+    else
+        spi_rows_to_result(rsinfo, stats_plan.execute(queue_counts_params(now)));
+    // The lease store (DESIGN §3.8): which one runs, and the shared table's capacity and use.
+    const shm::Usage u = shm::usage();
+    const WaitCounts w = wait_counts();
+    const std::pair<const char*, int64_t> store[] = {{"lease_store_shared_memory", shared_leases_active() ? 1 : 0},
+                                                     {"lease_store_capacity", u.max_leases},
+                                                     {"lease_store_entries", u.in_use},
+                                                     {"lease_store_full_claims", u.short_claims},
+                                                     // claim_work's p_wait (issue 12): claims sleeping now,
+                                                     // and waiters woken by commits since the server started.
+                                                     {"claim_waiting", w.waiting},
+                                                     {"claim_wakeups", w.wakeups}};
+    std::vector<Datum> names;
+    for (const auto& [name, value] : store) names.push_back(text_datum(name));
+    pg_call([&] {
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            Datum values[2] = {names[i], Int64GetDatum(store[i].second)};
+            bool nulls[2] = {false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+    spi.finish();
+    return (Datum)0;
+}
