@@ -115,7 +115,7 @@ private:
         if (consumer_ && start.set && start.consumer != *consumer_) start = StreamCursor{};
         auto keep = [&](const StreamRow& h, bool wrapped) {
             // Past the starting point again: every stream was looked at.
-            if (wrapped && start.set && std::make_pair(h.consumer, h.stream) >= std::make_pair(start.consumer, start.stream))
+            if (wrapped && start.set && std::make_pair(h.consumer, h.stream) > std::make_pair(start.consumer, start.stream))
                 return -1;
             return h.due <= c_.now && in_partitions(h.stream) && store_.free(h) ? 1 : 0;
         };
