@@ -204,24 +204,23 @@ TEST(LeaseMachine, MayVoidRefusesARowBeingEndedElsewhere) {
     EXPECT_FALSE(carries);
 }
 
-struct IntHash {
-    std::size_t operator()(int k) const { return static_cast<std::size_t>(k); }
-};
-using TestJournal = Journal<int, IntHash>;
+using TestJournal = Journal<int>;
 
 // A change of slot `key` at `level`, journalled as the store does it.
 void journalled_take(TestJournal& j, Slot& s, int key, int level, std::int64_t token) {
-    auto& r = j.ready(key, 0, level);
+    j.ready();
     Lease old;
     State before;
+    const bool first = !s.owned;
     ASSERT_EQ(take(s, kA, lease(token), kNow, &old, &before), Take::taken);
-    TestJournal::noted(r, level, before);
+    j.noted(key, 0, level, before, first);
 }
 void journalled_end(TestJournal& j, Slot& s, int key, int level) {
-    auto& r = j.ready(key, 0, level);
+    j.ready();
     State was, before;
+    const bool first = !s.owned;
     ASSERT_EQ(end(s, kA, nullptr, &was, &before), Ended::ended);
-    TestJournal::noted(r, level, before);
+    j.noted(key, 0, level, before, first);
 }
 
 TEST(LeaseJournal, SubtransactionAbortRestoresItsLevelOnly) {
@@ -237,7 +236,7 @@ TEST(LeaseJournal, SubtransactionAbortRestoresItsLevelOnly) {
     EXPECT_TRUE(j.empty());
 }
 
-TEST(LeaseJournal, SubtransactionCommitHandsItsSavesToTheLevelAround) {
+TEST(LeaseJournal, SubtransactionCommitHandsItsEntriesToTheLevelAround) {
     TestJournal j;
     Slot s;
     journalled_take(j, s, 1, 2, 20);
@@ -246,7 +245,7 @@ TEST(LeaseJournal, SubtransactionCommitHandsItsSavesToTheLevelAround) {
     journalled_take(j, s, 1, 3, 30);
     j.commit_sub(3);
     j.commit_sub(2);
-    j.abort_sub(1 + 1, [&](int, std::uint32_t, const State&, bool) { FAIL() << "nothing left at level 2"; });
+    j.abort_sub(2, [&](int, std::uint32_t, const State&, bool) { FAIL() << "nothing left at level 2"; });
     j.abort_sub(1, [&](int, std::uint32_t, const State& saved, bool release) { restore(s, saved, release); });
     EXPECT_FALSE(s.owned);
     EXPECT_TRUE(s.empty());
@@ -256,13 +255,15 @@ TEST(LeaseJournal, UndoTakePutsBackTheStateBeforeTheTake) {
     TestJournal j;
     Slot s;
     journalled_take(j, s, 1, 1, 20);
-    EXPECT_FALSE(TestJournal::undo_take(j.ready(1, 0, 1), s, kA, 21, 1));  // another token: not this take
-    EXPECT_TRUE(TestJournal::undo_take(j.ready(1, 0, 1), s, kA, 20, 1));
+    j.ready();
+    EXPECT_FALSE(j.undo_take(1, 0, s, kA, 21, 1));  // another token: not this take
+    EXPECT_TRUE(j.undo_take(1, 0, s, kA, 20, 1));
     EXPECT_FALSE(s.current.present);
     Slot t = held_by(10);
     journalled_end(j, t, 2, 1);
     journalled_take(j, t, 2, 1, 30);
-    EXPECT_TRUE(TestJournal::undo_take(j.ready(2, 0, 1), t, kA, 30, 1));
+    j.ready();
+    EXPECT_TRUE(j.undo_take(2, 0, t, kA, 30, 1));
     EXPECT_TRUE(t.owned);
     EXPECT_FALSE(t.current.present);  // still released by this transaction
     j.finish([&](int key, std::uint32_t) { abort(key == 1 ? s : t); });

@@ -29,18 +29,15 @@ namespace {
 constexpr int kRows = 5;
 constexpr int kBackends = 3;
 
-struct IntHash {
-    std::size_t operator()(int k) const { return static_cast<std::size_t>(k); }
-};
-using RowJournal = Journal<int, IntHash>;
+using RowJournal = Journal<int>;
 using Rows = std::map<int, State>;
 
 // ---- the reference model ---------------------------------------------------------------------
 
 struct RefTxn {
     Rows priv;                  // the rows this transaction changed, as it sees them
-    std::vector<Rows> saves;    // priv at the start of each open savepoint
-    std::map<int, State> last_before;
+    std::map<int, State> last_before;  // per row, the state before its latest take (or undo)
+    std::vector<std::pair<Rows, std::map<int, State>>> saves;  // both, at each open savepoint
 };
 
 struct Reference {
@@ -184,9 +181,10 @@ private:
             const Lease l = fresh();
             Lease old_m, old_r;
             State before;
-            auto& rec = be.journal.ready(r, 0, be.level);
+            be.journal.ready();
+            const bool first = !m_.slot(r).owned;
             const Take got = take(m_.slot(r), be.owner(), l, now_, &old_m, &before);
-            if (got == Take::taken) RowJournal::noted(rec, be.level, before);
+            if (got == Take::taken) be.journal.noted(r, 0, be.level, before, first);
             Take want;
             const State v = ref_.visible(r, b);
             if (ref_.busy(r, b) || (v.present && v.lease.expiry > now_)) want = Take::held;
@@ -203,8 +201,10 @@ private:
             if (got == Take::lapsed && want == Take::lapsed && pick(2)) {
                 EXPECT_EQ(old_m, old_r);
                 const Lease l2 = fresh();
+                be.journal.ready();
+                const bool first2 = !m_.slot(r).owned;
                 const bool ok = take_over(m_.slot(r), be.owner(), old_m.token, l2, now_, &before);
-                if (ok) RowJournal::noted(rec, be.level, before);
+                if (ok) be.journal.noted(r, 0, be.level, before, first2);
                 EXPECT_TRUE(ok) << what.str() << " take_over";
                 if (ok) ref_.open[b].priv[r] = State::of(l2);
             }
@@ -212,9 +212,10 @@ private:
             begin_if_needed(b);
             const std::optional<std::int64_t> token = token_for(r, b);
             State was, before;
-            auto& rec = be.journal.ready(r, 0, be.level);
+            be.journal.ready();
+            const bool first = !m_.slot(r).owned;
             const Ended got = end(m_.slot(r), be.owner(), token ? &*token : nullptr, &was, &before);
-            if (got == Ended::ended) RowJournal::noted(rec, be.level, before);
+            if (got == Ended::ended) be.journal.noted(r, 0, be.level, before, first);
             Ended want;
             const State v = ref_.visible(r, b);
             if (ref_.busy(r, b)) want = Ended::mismatch;
@@ -243,7 +244,7 @@ private:
                     if (it != t->second.priv.end() && it->second.present && it->second.lease.token == *token)
                         it->second.lease.expiry = expiry;
                     // Not undone by a rollback to a savepoint either: a heartbeat is not transactional.
-                    for (Rows& saved : t->second.saves) {
+                    for (auto& [saved, unused] : t->second.saves) {
                         auto sv = saved.find(r);
                         if (sv != saved.end() && sv->second.present && sv->second.lease.token == *token)
                             sv->second.lease.expiry = expiry;
@@ -256,8 +257,8 @@ private:
             auto& mine = takes_[b];
             if (!be.open || mine.empty()) return;
             const auto [row, token] = mine[static_cast<std::size_t>(pick(static_cast<int>(mine.size())))];
-            auto& rec = be.journal.ready(row, 0, be.level);
-            const bool got = RowJournal::undo_take(rec, m_.slot(row), be.owner(), token, be.level);
+            be.journal.ready();
+            const bool got = be.journal.undo_take(row, 0, m_.slot(row), be.owner(), token, be.level);
             RefTxn& t = ref_.open[b];
             auto it = t.priv.find(row);
             const bool want = it != t.priv.end() && it->second.present && it->second.lease.token == token &&
@@ -272,7 +273,7 @@ private:
         } else if (op < 60) {  // SAVEPOINT
             begin_if_needed(b);
             ++be.level;
-            ref_.open[b].saves.push_back(ref_.open[b].priv);
+            ref_.open[b].saves.push_back({ref_.open[b].priv, ref_.open[b].last_before});
             what << "savepoint b" << b << " level " << be.level;
         } else if (op < 66) {  // RELEASE SAVEPOINT
             if (!be.open || be.level == 1) return;
@@ -287,9 +288,9 @@ private:
             });
             --be.level;
             RefTxn& t = ref_.open[b];
-            t.priv = t.saves.back();
+            t.priv = t.saves.back().first;
+            t.last_before = t.saves.back().second;
             t.saves.pop_back();
-            t.last_before.clear();  // the journal forgets what an undo would put back
             what << "rollback to savepoint b" << b;
         } else if (op < 80) {  // COMMIT
             if (!be.open) return;

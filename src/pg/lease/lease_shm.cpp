@@ -140,18 +140,10 @@ void startup_shmem() {
 
 // ---- this transaction's lease changes: the journal its end settles -------------------------
 
-struct SharedKeyHash {
-    std::size_t operator()(const SharedKey& k) const {
-        uint64 h = k.consumer_hash ^ (static_cast<uint64>(k.database) << 32) ^ static_cast<uint64>(k.source);
-        uint64 id[2];
-        memcpy(id, k.id, 16);
-        return static_cast<std::size_t>(h ^ id[0] ^ (id[1] * 0x9e3779b97f4a7c15ULL));
-    }
-};
 struct SharedKeyEqual {
     bool operator()(const SharedKey& a, const SharedKey& b) const { return memcmp(&a, &b, sizeof(a)) == 0; }
 };
-using LeaseJournal = lm::Journal<SharedKey, SharedKeyHash, SharedKeyEqual>;
+using LeaseJournal = lm::Journal<SharedKey, SharedKeyEqual>;
 LeaseJournal journal;
 
 // This backend's transactions are told apart by a serial: a slot owned by an earlier one (there
@@ -197,6 +189,11 @@ SharedEntry* enter(const SharedKey& key, uint32 hash) {
 
 void remove(const SharedKey& key, uint32 hash) { hash_search_with_hash_value(table, &key, hash, HASH_REMOVE, nullptr); }
 
+// A lease may lapse earlier than earliest_expiry's last answer: one was taken, renewed, or put
+// back by a rollback. (Ends and commits only make leases go: a cached answer is then early,
+// which wakes a waiter for a look that finds nothing, never late.)
+void touched() { pg_atomic_fetch_add_u64(&control->changes, 1); }
+
 // One slot under its partition lock (held by the caller), settled first. A row without an entry
 // gets a scratch slot; keep() stores what the transition left in it.
 struct Locked {
@@ -206,7 +203,7 @@ struct Locked {
     lm::Slot scratch;
 
     Locked(const SharedKey& k, uint32 h) : key(k), hash(h), entry(find(k, h)) {
-        if (entry) lm::settle(entry->slot, fate);
+        if (entry && lm::settle(entry->slot, fate)) touched();  // a prepared transaction's fate
     }
     lm::Slot& slot() { return entry ? entry->slot : scratch; }
     // False when a new entry was needed and the table is full: nothing was stored, and the
@@ -230,8 +227,6 @@ struct Locked {
     }
 };
 
-// Some slot may have changed (after its lock is let go).
-void touched() { pg_atomic_fetch_add_u64(&control->changes, 1); }
 
 // The journal's end of a transaction on each slot it changed: `settle(slot)` when the slot is
 // still this transaction's.
@@ -247,7 +242,6 @@ void settle_journal(F settle) {
             if (e->slot.empty()) remove(key, hash);
         }
         LWLockRelease(lock);
-        touched();
     });
 }
 
@@ -263,6 +257,7 @@ void on_xact(XactEvent event) {
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
             settle_journal([](lm::Slot& s) { lm::abort(s); });
+            touched();  // leases are back that the transaction had ended
             dropped_count = 0;
             break;
         case XACT_EVENT_PREPARE: {
@@ -338,7 +333,6 @@ auto with_slot(const SharedKey& key, uint32 hash, F f) {
         auto result = f(locked);
         locked.keep();  // an entry settled empty goes; a transition on a new row was kept by f
         LWLockRelease(lock);
-        touched();
         return result;
     });
 }
@@ -470,11 +464,12 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
     const SharedKey key = shared_key(k);
     const uint32 hash = key_hash(key);
     const int level = GetCurrentTransactionNestLevel();
-    LeaseJournal::Record& record = journal.ready(key, hash, level);
+    journal.ready();
     const lm::Lease l = static_cast<const lm::Lease&>(fresh);
     return with_slot(key, hash, [&](Locked& at) {
         lm::Lease lapsed;
         lm::State before;
+        const bool first = !at.slot().owned;
         switch (lm::take(at.slot(), me(), l, now, &lapsed, &before)) {
             case lm::Take::held:
                 return Take::held;
@@ -485,7 +480,8 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
                 break;
         }
         if (!at.keep()) return Take::full;
-        LeaseJournal::noted(record, level, before);
+        journal.noted(key, hash, level, before, first);
+        touched();
         return Take::taken;
     });
 }
@@ -499,13 +495,9 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
     keys.reserve(run.size());
     for (const LeaseKey& r : run) keys.push_back(shared_key(r));
     std::vector<uint32> hashes(keys.size() + 1);
-    std::vector<LeaseJournal::Record*> records(keys.size() + 1);
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-        hashes[i] = key_hash(keys[i]);
-        records[i] = &journal.ready(keys[i], hashes[i], level);
-    }
+    for (std::size_t i = 0; i < keys.size(); ++i) hashes[i] = key_hash(keys[i]);
     hashes.back() = key_hash(head);
-    records.back() = &journal.ready(head, hashes.back(), level);
+    journal.ready(keys.size() + 1);
     std::vector<char> in_run(keys.size(), 0);
     std::vector<lm::Lease> old(keys.size());
     voided->clear();
@@ -532,12 +524,14 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
             if (!in_run[i]) continue;
             SharedEntry* e = find(keys[i], hashes[i]);
             lm::State was, saved;
+            const bool first = !e->slot.owned;
             (void)lm::end(e->slot, owner, &old_token, &was, &saved);
             old[i] = was.lease;
-            LeaseJournal::noted(*records[i], level, saved);
+            journal.noted(keys[i], hashes[i], level, saved, first);
         }
+        const bool first = !h.entry->slot.owned;
         (void)lm::take_over(h.entry->slot, owner, old_token, l, now, &before);
-        LeaseJournal::noted(*records.back(), level, before);
+        journal.noted(head, hashes.back(), level, before, first);
         touched();
         return true;
     });
@@ -563,9 +557,9 @@ void drop(const LeaseKey& k, int64_t token) {
     const SharedKey key = shared_key(k);
     const uint32 hash = key_hash(key);
     const int level = GetCurrentTransactionNestLevel();
-    LeaseJournal::Record& record = journal.ready(key, hash, level);
+    journal.ready();
     with_slot(key, hash, [&](Locked& at) {
-        if (at.entry) (void)LeaseJournal::undo_take(record, at.entry->slot, me(), token, level);
+        if (at.entry) (void)journal.undo_take(key, hash, at.entry->slot, me(), token, level);
         return true;
     });
 }
@@ -602,16 +596,17 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
     const SharedKey key = shared_key(k);
     const uint32 hash = key_hash(key);
     const int level = GetCurrentTransactionNestLevel();
-    LeaseJournal::Record& record = journal.ready(key, hash, level);
+    journal.ready();
     *mismatch = false;
     return with_slot(key, hash, [&](Locked& at) {
         std::optional<Lease> out;
         lm::State was, before;
+        const bool first = !at.slot().owned;
         const lm::Ended ended = lm::end(at.slot(), me(), token ? &*token : nullptr, &was, &before);
         if (ended == lm::Ended::mismatch) *mismatch = true;
         // A row without a lease in a full table cannot be marked: its end goes unmarked.
         if (ended == lm::Ended::ended && at.keep()) {
-            LeaseJournal::noted(record, level, before);
+            journal.noted(key, hash, level, before, first);
             if (was.present) out = lease_of(was.lease);
         }
         return out;
@@ -621,7 +616,10 @@ std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* 
 bool renew(const LeaseKey& k, int64_t token, TimestampTz expiry) {
     require_active();
     const SharedKey key = shared_key(k);
-    return with_slot(key, key_hash(key), [&](Locked& at) { return at.entry && lm::renew(at.entry->slot, me(), token, expiry); });
+    const bool renewed =
+        with_slot(key, key_hash(key), [&](Locked& at) { return at.entry && lm::renew(at.entry->slot, me(), token, expiry); });
+    if (renewed) touched();
+    return renewed;
 }
 
 bool extend_live(const LeaseKey& k, int64_t token, const core::Uuid& instance, TimestampTz now, TimestampTz expiry) {
@@ -641,12 +639,16 @@ void set_delivery(const LeaseKey& k, int64_t token, int attempts, TimestampTz ex
     });
 }
 
-std::vector<Listed> leases_of_database() {
-    require_active();
-    std::vector<Listed> out;
-    const lm::Owner owner = me();
-    // Room for every entry, made before the locks are taken (nothing allocates under them); when
-    // the table grew in between, once more with the larger count. The listing is complete.
+}  // namespace shm
+
+namespace {
+// What `pick(entry, out)` keeps of every entry of the table, read under every partition lock in
+// shared mode. Room for every entry is made before the locks are taken (nothing allocates under
+// them; `pick` adds at most one item per entry); when the table grew in between, once more with
+// the larger count. The result is complete.
+template <typename T, typename Pick>
+std::vector<T> collect(Pick pick) {
+    std::vector<T> out;
     for (std::size_t room = static_cast<std::size_t>(hash_get_num_entries(table)) + 64;; room *= 2) {
         out.clear();
         out.reserve(room);
@@ -655,22 +657,31 @@ std::vector<Listed> leases_of_database() {
             if (static_cast<std::size_t>(hash_get_num_entries(table)) > out.capacity()) return false;
             HASH_SEQ_STATUS scan;
             hash_seq_init(&scan, table);
-            while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) {
-                if (e->key.database != MyDatabaseId) continue;
-                const std::optional<Lease> l = listed_lease(lm::settled(e->slot, fate), owner);
-                // Leases of a claim still under way (provisional tokens) are listed once it is done.
-                if (!l || l->token <= kNoLease) continue;
-                Listed item;
-                item.source = static_cast<Source>(e->key.source);
-                memcpy(item.id.data(), e->key.id, 16);
-                item.consumer_hash = e->key.consumer_hash;
-                item.lease = *l;
-                out.push_back(item);
-            }
+            while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan))) pick(*e, out);
             return true;
         });
         if (complete) return out;
     }
+}
+}  // namespace
+
+namespace shm {
+
+std::vector<Listed> leases_of_database() {
+    require_active();
+    const lm::Owner owner = me();
+    return collect<Listed>([&](const SharedEntry& e, std::vector<Listed>& out) {
+        if (e.key.database != MyDatabaseId) return;
+        const std::optional<Lease> l = listed_lease(lm::settled(e.slot, fate), owner);
+        // Leases of a claim still under way (provisional tokens) are listed once it is done.
+        if (!l || l->token <= kNoLease) return;
+        Listed item;
+        item.source = static_cast<Source>(e.key.source);
+        memcpy(item.id.data(), e.key.id, 16);
+        item.consumer_hash = e.key.consumer_hash;
+        item.lease = *l;
+        out.push_back(item);
+    });
 }
 
 TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t> consumer_hash, TimestampTz after) {
@@ -705,7 +716,7 @@ TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t
                 continue;
             // A lease whose row another transaction is changing lapses into nothing claimable
             // until that transaction ends (its end wakes the waiters).
-            const lm::Slot& s = e->slot;
+            const lm::Slot s = lm::settled(e->slot, fate);
             const lm::State& st = s.owned ? s.current : s.committed;
             if (!st.present || st.lease.token <= kNoLease || st.lease.expiry <= after) continue;
             earliest = std::min(earliest, st.lease.expiry);
@@ -718,33 +729,21 @@ TimestampTz earliest_expiry(std::optional<Source> source, std::optional<uint64_t
 
 void end_all(Source source) {
     require_active();
-    // Two passes: the keys first (under shared locks, into room made before), then each ended
-    // with its journal record made ready. TRUNCATE holds the work table exclusively, so no
-    // lease of this source is taken in between.
-    std::vector<SharedKey> keys;
-    for (std::size_t room = static_cast<std::size_t>(hash_get_num_entries(table)) + 64;; room *= 2) {
-        keys.clear();
-        keys.reserve(room);
-        const bool complete = pg_call([&] {
-            PartitionLocks all(LW_SHARED);
-            if (static_cast<std::size_t>(hash_get_num_entries(table)) > keys.capacity()) return false;
-            HASH_SEQ_STATUS scan;
-            hash_seq_init(&scan, table);
-            while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan)))
-                if (e->key.database == MyDatabaseId && e->key.source == static_cast<int32>(source)) keys.push_back(e->key);
-            return true;
-        });
-        if (complete) break;
-    }
+    // Two passes: the keys first, then each ended with its journal record made ready. TRUNCATE
+    // holds the work table exclusively, so no lease of this source is taken in between.
+    const std::vector<SharedKey> keys = collect<SharedKey>([&](const SharedEntry& e, std::vector<SharedKey>& out) {
+        if (e.key.database == MyDatabaseId && e.key.source == static_cast<int32>(source)) out.push_back(e.key);
+    });
     const int level = GetCurrentTransactionNestLevel();
     const lm::Owner owner = me();
     for (const SharedKey& key : keys) {
         const uint32 hash = key_hash(key);
-        LeaseJournal::Record& record = journal.ready(key, hash, level);
+        journal.ready();
         with_slot(key, hash, [&](Locked& at) {
             lm::State was, before;
+            const bool first = at.entry && !at.entry->slot.owned;
             if (at.entry && lm::end(at.entry->slot, owner, nullptr, &was, &before) == lm::Ended::ended)
-                LeaseJournal::noted(record, level, before);
+                journal.noted(key, hash, level, before, first);
             at.keep();
             return true;
         });
