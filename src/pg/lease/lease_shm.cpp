@@ -256,8 +256,10 @@ void on_xact(XactEvent event) {
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
-            settle_journal([](lm::Slot& s) { lm::abort(s); });
-            touched();  // leases are back that the transaction had ended
+            if (!journal.empty()) {
+                settle_journal([](lm::Slot& s) { lm::abort(s); });
+                touched();  // leases are back that the transaction had ended
+            }
             dropped_count = 0;
             break;
         case XACT_EVENT_PREPARE: {
