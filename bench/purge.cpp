@@ -1000,7 +1000,7 @@ void write_markdown(const Options& o, const std::vector<Cell>& cells, std::ostre
     for (auto& c : cells)
         if (!c.plan_before.empty() && std::find(planned.begin(), planned.end(), c.size) == planned.end()) {
             planned.push_back(c.size);
-            md << "Plan of the purge's statement (the text of `purge_dedup_plan` in src/pg/maintenance.cpp, prepared on "
+            md << "Plan of the purge's statement (the text of `purge_dedup_plan` in src/pg/maintenance/maintenance.cpp, prepared on "
                   "the purging connection, first block range of a batch, `EXPLAIN EXECUTE`), " << fmt_int(static_cast<double>(c.size))
                << " records: right before the window during the purge (the inbox holding the warm-up's and the "
                   "baseline's messages), then after it:\n\n```\n" << c.plan_before << "---\n" << c.plan_after << "```\n\n";
@@ -1037,7 +1037,7 @@ void write_markdown(const Options& o, const std::vector<Cell>& cells, std::ostre
     }
 }
 
-// The generic plan of the purge's statement (the text of src/pg/maintenance.cpp's
+// The generic plan of the purge's statement (the text of src/pg/maintenance/maintenance.cpp's
 // purge_dedup_plan), for the first block range of a batch of `batch` rows.
 std::string purge_plan(PGconn* c, int retention_days, int batch) {
     const std::string sql =
