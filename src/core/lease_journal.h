@@ -86,7 +86,6 @@ public:
     }
 
     bool empty() const { return entries_.empty(); }
-    std::size_t size() const { return entries_.size(); }
 
 private:
     std::vector<Entry> entries_;

@@ -31,7 +31,8 @@ sqlstate() {
 }
 
 q "CREATE EXTENSION whizbang"
-check_eq "whizbang was created on the workers too (Citus propagates the extension)" "0.8.0 0.8.0" \
+version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" whizbang.control)
+check_eq "whizbang was created on the workers too (Citus propagates the extension)" "$version $version" \
   "$(cq "$WORKER1_PORT" "SELECT extversion FROM pg_extension WHERE extname = 'whizbang'") $(cq "$WORKER2_PORT" "SELECT extversion FROM pg_extension WHERE extname = 'whizbang'")"
 
 # ---- a single server's data

@@ -3,11 +3,12 @@
 // WAL flush. Otherwise they live in the work rows (the table store, as before 0.6.0); the work
 // functions choose their path with shared_leases_active().
 //
-// A shared lease is keyed by (database, source, consumer, message id). How it ends follows the
-// transaction that ends it: complete / fail / release / cancel / dead letter mark it "ending";
-// it is removed when that transaction commits and is held again if it aborts, and no claim takes
-// a lease that is ending. Leases a transaction takes (claims, pre-leasing stores) are removed if
-// it aborts. A server restart voids them all (the table is rebuilt empty).
+// A shared lease is keyed by (database, source, consumer, message id). Every change to it — a
+// take, a take-over, an end by complete / fail / release / cancel / dead letter / delete — belongs
+// to the transaction that makes it (src/core/lease_machine.h): until that transaction ends, or
+// the prepared transaction it became is settled, every other transaction sees the lease as it
+// was and finds the row busy; a commit makes the change, any rollback undoes it exactly. A
+// server restart voids them all (the table is rebuilt empty).
 #pragma once
 
 #include <cstdint>
@@ -74,18 +75,19 @@ bool take_over(const LeaseKey& key, int64_t old_token, const Lease& fresh, Times
 int64_t provisional_token();
 void retoken(const LeaseKey& key, int64_t from, int64_t to);
 
-// Undoes a take of this call (the row turned out not to be claimable): removed if it still
-// carries `token` and is not ending.
+// Undoes a take of this call (the row turned out not to be claimable): the row's lease is what
+// it was before the take, if the take's lease carrying `token` is still this transaction's.
 void drop(const LeaseKey& key, int64_t token);
 
-// Whether a claim at `now` would find the row's lease held (live, or being ended by another
-// transaction): a quick look, the take decides.
+// Whether a claim at `now` would find the row's lease held (live, or changed by another
+// transaction that has not ended): a quick look, the take decides.
 bool held_now(const LeaseKey& key, TimestampTz now);
 
-// The entry of a row, if any.
+// The row's lease as this transaction sees it, if any (`ending`: another transaction is
+// changing it).
 std::optional<Lease> get(const LeaseKey& key);
 
-// Marks the lease ending (removed when this transaction commits) when it carries `token`;
+// Ends the lease (gone when this transaction commits, back if it rolls back) when it carries `token`;
 // kNoLease: when the row has no lease (a mark is left so that no claim takes the row until this
 // transaction ends); nullopt: whatever it holds. Returns the lease as it was, or nullopt when
 // there is none; *mismatch when the row's lease is not the one expected.
