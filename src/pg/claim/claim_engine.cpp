@@ -39,13 +39,8 @@ WorkPlan followers_plan = WorkPlan::replanned(
 
 class Engine {
 public:
-    Engine(const Claim& c, ClaimStore& store) : c_(c), store_(store) {
+    Engine(const Claim& c, ClaimStore& store) : c_(c), store_(store), partitions_(partition_lookup(c)) {
         if (c_.consumer_null == ' ') consumer_ = text_from_datum(c_.consumer);
-        if (c_.partitions_null == ' ') {
-            partitions_.assign(static_cast<std::size_t>(c_.partition_count), 0);
-            for (int p : int4_array_values(c_.partitions))
-                if (p >= 0 && p < c_.partition_count) partitions_[static_cast<std::size_t>(p)] = 1;
-        }
     }
 
     int run() {
@@ -245,6 +240,15 @@ private:
 };
 
 }  // namespace
+
+std::vector<char> partition_lookup(const Claim& c) {
+    std::vector<char> partitions;
+    if (c.partitions_null != ' ') return partitions;
+    partitions.assign(static_cast<std::size_t>(c.partition_count), 0);
+    for (int p : int4_array_values(c.partitions))
+        if (p >= 0 && p < c.partition_count) partitions[static_cast<std::size_t>(p)] = 1;
+    return partitions;
+}
 
 // Drops the entries just handed back. Stale ones (completed, or re-claimed by another instance
 // after the lease lapsed) are never handed back and are purged by perform_maintenance, so a

@@ -68,6 +68,9 @@ public:
     virtual bool full() const { return false; }
 };
 
+// The claim's p_partitions as a lookup by partition number (empty: every partition).
+std::vector<char> partition_lookup(const Claim& c);
+
 // Forgets the pre-leased entries of rows a claim handed back to `instance` (ClaimStore::preleased).
 void forget_preleased(Source source, const core::Uuid& instance, const std::vector<core::Uuid>& ids,
                       const std::vector<std::string>& consumers);

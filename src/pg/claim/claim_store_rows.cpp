@@ -128,8 +128,7 @@ public:
             consumers.push_back(p.key.consumer);
             picks.push_back(std::move(p));
         }
-        if (!picks.empty())
-            forget_preleased(c_.source, c_.instance, ids, consumers);
+        forget_preleased(c_.source, c_.instance, ids, consumers);
         return picks;
     }
 

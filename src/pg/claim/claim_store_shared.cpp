@@ -113,8 +113,7 @@ public:
             p.expiry = c_.expiry;
             picks.push_back(std::move(p));
         }
-        if (!ids.empty())
-            forget_preleased(c_.source, c_.instance, ids, consumers);
+        forget_preleased(c_.source, c_.instance, ids, consumers);
         // Their leases were taken by the store, not by this call (hand_out(..., false)): a row no
         // longer claimable keeps its lease until it lapses, as in the table store.
         return picks;
@@ -126,16 +125,17 @@ public:
         if (!scan.open(c_.source, c_.now)) return take_unstreamed_sql(room);
         const std::optional<std::string> consumer =
             c_.consumer_null == ' ' ? std::optional<std::string>(text_from_datum(c_.consumer)) : std::nullopt;
-        const std::vector<char> partitions = partition_filter();
+        const std::vector<char> partitions = partition_lookup(c_);
         if (c_.partitions_null == ' ' && std::find(partitions.begin(), partitions.end(), 1) == partitions.end()) {
             scan.close();
             return picks;  // no partition of this claim exists
         }
-        while ((room - static_cast<int>(picks.size())) > 0 && !full_) {
-            std::vector<DueRow> rows = scan.next((room - static_cast<int>(picks.size())) + 8, consumer, partitions, c_.partition_count);
+        auto left = [&] { return room - static_cast<int>(picks.size()); };
+        while (left() > 0 && !full_) {
+            std::vector<DueRow> rows = scan.next(left() + 8, consumer, partitions, c_.partition_count);
             if (rows.empty()) break;
             for (DueRow& r : rows) {
-                if ((room - static_cast<int>(picks.size())) <= 0 || full_) break;
+                if (left() <= 0 || full_) break;
                 shm::LeaseKey key{c_.source, r.id, std::move(r.consumer)};
                 if (!take_one(key, r.attempts, std::nullopt, 0)) continue;
                 picks.push_back(taken(std::move(key), r.attempts, std::nullopt, 0, false));
@@ -152,7 +152,8 @@ public:
         Portal cursor = unstreamed_plan[c_.source].open_cursor(
             {TimestampTzGetDatum(c_.now), c_.consumer, c_.partitions, Int32GetDatum(c_.partition_count)}, nulls);
         long batch = std::max(room * 2L, 32L);
-        while ((room - static_cast<int>(picks.size())) > 0 && !full_) {
+        auto left = [&] { return room - static_cast<int>(picks.size()); };
+        while (left() > 0 && !full_) {
             uint64 rows = spi_fetch(cursor, batch);
             // Read the batch first: take_one may run SPI, which replaces the fetched rows.
             std::vector<std::pair<shm::LeaseKey, int>> found;
@@ -162,7 +163,7 @@ public:
                                  DatumGetInt32(spi_value(r, 3, &isnull))});
             }
             for (const auto& [key, attempts] : found) {
-                if ((room - static_cast<int>(picks.size())) <= 0 || full_) break;
+                if (left() <= 0 || full_) break;
                 if (!take_one(key, attempts, std::nullopt, 0)) continue;
                 picks.push_back(taken(key, attempts, std::nullopt, 0, false));
             }
@@ -287,16 +288,6 @@ private:
         p.token = token();
         p.expiry = c_.expiry;
         return p;
-    }
-
-    // The partitions of the claim as a lookup by number (empty: every partition).
-    std::vector<char> partition_filter() const {
-        std::vector<char> partitions;
-        if (c_.partitions_null != ' ') return partitions;
-        partitions.assign(static_cast<std::size_t>(c_.partition_count), 0);
-        for (int p : int4_array_values(c_.partitions))
-            if (p >= 0 && p < c_.partition_count) partitions[static_cast<std::size_t>(p)] = 1;
-        return partitions;
     }
 
     // Takes the lease of one candidate; a lapsed one is taken over (a stream head voids the old
