@@ -28,10 +28,11 @@ override with_llvm = no
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# The code is written against PostgreSQL 15's server API (headers, hooks, SPI, bgworker);
-# another major fails to compile, or worse, builds and misbehaves. Say so at once.
-ifneq ($(MAJORVERSION),15)
-$(error whizbang supports PostgreSQL 15 only; found $(MAJORVERSION) through $(PG_CONFIG) (set PG_CONFIG to PostgreSQL 15's pg_config))
+# Supported majors: 15, 16, 17 and 18 (version differences live in src/pg/boundary/pg_compat.h).
+# Another major fails to compile, or worse, builds and misbehaves. Say so at once.
+WB_SUPPORTED_MAJORS = 15 16 17 18
+ifeq ($(filter $(WB_SUPPORTED_MAJORS),$(MAJORVERSION)),)
+$(error whizbang supports PostgreSQL 15, 16, 17 and 18; found $(MAJORVERSION) through $(PG_CONFIG) (set PG_CONFIG to the pg_config of a supported major))
 endif
 
 # Header dependencies written by -MMD, so a changed header rebuilds what includes it.

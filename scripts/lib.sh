@@ -57,6 +57,26 @@ wb_build_install() {
   wb_as_root make -C "$WB_ROOT" -s install PG_CONFIG="$(wb_pg_config)" >/dev/null
 }
 
+# Builds whizbang against pg_config $1 and installs it there. Debian's 15 builds in the
+# checkout (wb_build_install); another major in build/pg<major>/, a copy of the sources kept
+# between runs, so that one major's objects are never linked into another's library.
+wb_build_install_with() {
+  local pgc=$1 major dir
+  if [ "$pgc" = "$(wb_pg_config)" ]; then wb_build_install; return; fi
+  major=$("$pgc" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+  dir="$WB_ROOT/build/pg$major"
+  wb_log "building and installing whizbang for PostgreSQL $major ($dir)"
+  mkdir -p "$dir" || return 1
+  # Sources removed from the checkout must not stay in the copy (the Makefile globs them).
+  find "$dir" \( -name '*.cpp' -o -name '*.h' -o -name '*.sql' -o -name '*.md' \) -delete
+  # No build output of the checkout (15's objects) comes along; tar keeps the times, so make
+  # rebuilds only what changed since the last run.
+  tar -C "$WB_ROOT" -cf - --exclude='*.o' --exclude='*.d' --exclude='*.so' --exclude='*.bc' \
+    Makefile whizbang.control README.md src sql docs | tar -C "$dir" -xf - &&
+    make -C "$dir" -s -j"$(nproc)" PG_CONFIG="$pgc" >/dev/null &&
+    make -C "$dir" -s install PG_CONFIG="$pgc" >/dev/null
+}
+
 # Citus for the scale-out suite (test/citus, issue 14). Debian has no package: when citus.so is
 # missing, it is built from the upstream source archive and patch in $WB_CITUS_SOURCE (default:
 # ../shared/vendor/citus beside the checkout; its README says how) and installed. Returns 1,
@@ -91,6 +111,82 @@ wb_ensure_citus() {
   ) >"$build.log" 2>&1 || { echo "building Citus failed; log: $build.log" >&2; return 1; }
   rm -rf "$build"
   [ -f "$pkglib/citus.so" ]
+}
+
+# PostgreSQL 16, 17 and 18 for the version matrix (issue 21). Debian 12 packages 15 only: the
+# others are built once per machine from the unmodified upstream archives in $WB_PG_SOURCE
+# (default ../shared/vendor/postgresql beside the checkout), each into a prefix of its own in a
+# cache outside the checkout, named by the archive's sha256 (a changed archive is a new build).
+# With the server come pg_regress, the isolation tester and pgTAP (pure SQL: Debian's
+# postgresql-15-pgtap files, whose install script is the same for every major from 15 on).
+WB_PG_MATRIX=(16 17 18)
+WB_PG_BUILD_PACKAGES=(bison flex zlib1g-dev pkgconf bzip2)
+wb_pg_source() { echo "${WB_PG_SOURCE:-$WB_ROOT/../shared/vendor/postgresql}"; }
+wb_pg_cache() {
+  if [ -n "${WB_PG_CACHE:-}" ]; then echo "$WB_PG_CACHE"
+  elif [ "$(id -u)" -eq 0 ]; then echo /var/cache/whizbang
+  else echo "${XDG_CACHE_HOME:-$HOME/.cache}/whizbang"; fi
+}
+# The source archive of major $1 (newest minor), or nothing.
+wb_pg_archive() {
+  local f
+  f=$(ls "$(wb_pg_source)"/postgresql-"$1".*.tar.* 2>/dev/null | sort -V | tail -1)
+  [ -n "$f" ] && echo "$f"
+}
+# The prefix major $1 is (or will be) built into: <cache>/postgresql-<version>-<sha256 prefix>.
+wb_pg_prefix() {
+  local archive sum version
+  archive=$(wb_pg_archive "$1") || return 1
+  sum=$(sha256sum "$archive" | cut -c1-16)
+  version=$(basename "$archive" | sed -E 's/^postgresql-([0-9.]+)\.tar\..*/\1/')
+  echo "$(wb_pg_cache)/postgresql-$version-$sum"
+}
+# pg_config of major $1: Debian's for 15 (and for any major Debian has installed), else that of
+# the build in the cache, built first when missing. Fails, saying why on stderr, when major $1
+# is neither installed nor has a source archive.
+wb_pg_config_of() {
+  local major=$1 prefix
+  if [ -x "/usr/lib/postgresql/$major/bin/pg_config" ]; then
+    echo "/usr/lib/postgresql/$major/bin/pg_config"; return 0
+  fi
+  if ! prefix=$(wb_pg_prefix "$major"); then
+    echo "no source archive of PostgreSQL $major in $(wb_pg_source) (set WB_PG_SOURCE)" >&2
+    return 1
+  fi
+  [ -f "$prefix/.whizbang-built" ] || wb_pg_build "$major" "$prefix" >&2 || return 1
+  local tap
+  for tap in /usr/share/postgresql/15/extension/pgtap*; do
+    [ -f "$tap" ] && [ ! -f "$prefix/share/extension/$(basename "$tap")" ] && install -m 644 "$tap" "$prefix/share/extension/"
+  done
+  echo "$prefix/bin/pg_config"
+}
+wb_pg_build() {
+  local major=$1 prefix=$2 archive build log saved rc
+  archive=$(wb_pg_archive "$major")
+  saved=("${WB_PACKAGES[@]}")
+  WB_PACKAGES=("${WB_PG_BUILD_PACKAGES[@]}")
+  WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
+  WB_PACKAGES=("${saved[@]}")
+  [ "$rc" -eq 0 ] || return 1
+  mkdir -p "$(wb_pg_cache)" && chmod 755 "$(wb_pg_cache)" || return 1
+  rm -rf "$prefix"
+  build=$(mktemp -d /tmp/whizbang-pg-build.XXXXXX)
+  log="$(wb_pg_cache)/build-$(basename "$prefix").log"
+  wb_log "building PostgreSQL $major from $archive into $prefix (about 5 minutes; log: $log)"
+  (
+    set -e
+    cd "$build"
+    tar xf "$archive"
+    cd postgresql-*/
+    # No ICU and no readline: nothing whizbang tests needs them, and fewer packages to install.
+    ./configure --prefix="$prefix" --without-icu --without-readline
+    make -s -j"$(nproc)"
+    make -s install
+    make -s -C src/test/isolation install
+    touch "$prefix/.whizbang-built"
+  ) >"$log" 2>&1 || { echo "building PostgreSQL $major failed; log: $log" >&2; rm -rf "$build"; return 1; }
+  rm -rf "$build"
+  chmod -R a+rX "$prefix"
 }
 
 wb_setup() {

@@ -146,15 +146,23 @@ def worker(notes, stop, seed, p_now=None):
     while not stop.is_set():
         claimed = []
 
+        # Which server a claim ran on, before or after the crash, is read in the claim's own
+        # transaction: crash recovery empties the unlogged crash_client.incarnation. (The time
+        # of the acknowledgement cannot tell: a COMMIT that returned just before the crash may
+        # be noted by its thread after it.)
+        incarnation = []
+
         def claim(cur):
             cur.execute("SELECT source, message_id::text, lease_token, consumer FROM whizbang.claim_work("
                         "%s, NULL, 20, 60, p_now => coalesce(%s::timestamptz, now()))", (instance, p_now))
             claimed.extend(cur.fetchall())
+            cur.execute("SELECT NOT EXISTS (SELECT FROM crash_client.incarnation)")
+            incarnation[:] = [cur.fetchone()[0]]
             return claimed
 
         def claim_acked(rows):
             with notes.lock:
-                after = notes.after_crash
+                after = incarnation[0]
                 notes.tokens.extend((r[2], after) for r in rows)
                 back = [r[1] for r in rows if r[1] in notes.completed_ids]
             if back:
@@ -323,10 +331,13 @@ def main():
             CREATE TABLE crash_client.completed (phase text, source text, id uuid, acked boolean);
             CREATE TABLE crash_client.dead (phase text, source text, id uuid, acked boolean);
             CREATE TABLE crash_client.tokens (phase text, token bigint, after_crash boolean);
-            CREATE TABLE crash_client.events (phase text, name text, n bigint);""")
+            CREATE TABLE crash_client.events (phase text, name text, n bigint);
+            CREATE UNLOGGED TABLE crash_client.incarnation (before_crash boolean);""")
         return
     notes = Notes(label)
     notes.load_earlier(cur)
+    if phase in ("kill", "immediate"):
+        cur.execute("INSERT INTO crash_client.incarnation VALUES (true)")  # gone after the crash
     if phase == "kill":
         run_load(notes, lambda: kill_big_store(notes, cur))
     elif phase == "immediate":

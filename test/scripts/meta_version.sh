@@ -4,7 +4,8 @@
 # provides.whizbang.version equal to default_version, provides.whizbang.file and
 # sql/whizbang--<version>.sql present; a maintainer with a contact ("name <email>"), a
 # release_status, and a PostgreSQL prerequisite that is a range closed above (the code builds
-# against 15's API only: ">= 15.0.0, < 16.0.0", not "15.0.0", which reads "15 or later").
+# against the majors it is tested on, 15 to 18: ">= 15.0.0, < 19.0.0", not "15.0.0", which
+# reads "15 or later").
 # Then, in a throw-away cluster, the installed extension reports the same version through
 # whizbang.version() and pg_available_extensions.
 #   meta_version.sh --meta-only DIR   only the META.json checks, of the tree in DIR (dist.sh
@@ -110,7 +111,7 @@ if isinstance(provides, dict):
               f'provides.{name} has the required "file" and "version"')
 
 # The PostgreSQL prerequisite: a version range (Meta Spec v1: comparisons of X.Y.Z versions,
-# AND-ed with commas) that admits 15 and nothing from 16 on.
+# AND-ed with commas) that admits 15 to 18 and nothing from 19 on.
 prereq = (meta.get("prereqs", {}).get("runtime", {}).get("requires", {}).get("PostgreSQL")
           if isinstance(meta.get("prereqs"), dict) else None)
 clause = re.compile(r"^(==|!=|<=|>=|<|>)?\s*(\d+)\.(\d+)\.(\d+)$")
@@ -122,9 +123,10 @@ def admits(version):
            "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
     return all(ops[m.group(1)](version, tuple(int(g) for g in m.group(2, 3, 4))) for m in clauses if m)
 if all(clauses):
-    check(admits((15, 0, 0)) and admits((15, 99, 0)), f"the range admits PostgreSQL 15 ({prereq})")
-    check(not admits((14, 99, 0)) and not admits((16, 0, 0)) and not admits((17, 0, 0)),
-          f"the range admits neither 14 nor 16 and later ({prereq})")
+    check(all(admits((major, minor, 0)) for major in (15, 16, 17, 18) for minor in (0, 99)),
+          f"the range admits PostgreSQL 15, 16, 17 and 18 ({prereq})")
+    check(not admits((14, 99, 0)) and not admits((19, 0, 0)) and not admits((20, 0, 0)),
+          f"the range admits neither 14 nor 19 and later ({prereq})")
 
 script = f"sql/whizbang--{control_version}.sql"
 check(os.path.isfile(script), f"{script} exists")

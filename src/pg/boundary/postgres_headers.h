@@ -40,6 +40,8 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include "pg/boundary/pg_compat.h"  // the differences between majors
+
 // port.h redirects these to PostgreSQL's own versions; C++ code below wants the standard ones.
 #undef snprintf
 #undef vsnprintf

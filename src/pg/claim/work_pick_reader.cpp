@@ -158,9 +158,9 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
         TupleTableSlot* row = table_slot_create(work, nullptr);
         TupleTableSlot* older = table_slot_create(work, nullptr);
         TupleTableSlot* message = table_slot_create(messages, nullptr);
-        IndexScanDesc by_id = index_beginscan(work, work_pkey, snapshot, 2, 0);
-        IndexScanDesc by_stream = index_beginscan(work, stream, snapshot, 3, 0);
-        IndexScanDesc message_by_id = index_beginscan(messages, messages_pkey, snapshot, message_keys, 0);
+        IndexScanDesc by_id = compat::index_beginscan(work, work_pkey, snapshot, 2, 0);
+        IndexScanDesc by_stream = compat::index_beginscan(work, stream, snapshot, 3, 0);
+        IndexScanDesc message_by_id = compat::index_beginscan(messages, messages_pkey, snapshot, message_keys, 0);
         const Datum source_text = PointerGetDatum(cstring_to_text(source_name(source)));
         for (std::size_t i = 0; i < picks.size(); ++i) {
             const PickToRead& p = picks[i];
@@ -256,7 +256,7 @@ bool DueRowScan::open(Source source, TimestampTz now) {
                 return id_col_ && consumer_col_ && attempts_col_;
             }))
             return false;
-        scan_ = index_beginscan(heap_, index_, snapshot_, 1, 0);
+        scan_ = compat::index_beginscan(heap_, index_, snapshot_, 1, 0);
         ScanKeyData key;
         index_key(&key, index_, 1, BTLessEqualStrategyNumber, TimestampTzGetDatum(now));
         index_rescan(scan_, &key, 1, nullptr, 0);
@@ -330,7 +330,7 @@ bool StreamWalk::open(Source source) {
 }
 
 IndexScanDesc StreamWalk::scan(int nkeys) {
-    if (!scans_[nkeys]) scans_[nkeys] = index_beginscan(heap_, index_, snapshot_, nkeys, 0);
+    if (!scans_[nkeys]) scans_[nkeys] = compat::index_beginscan(heap_, index_, snapshot_, nkeys, 0);
     return scans_[nkeys];
 }
 

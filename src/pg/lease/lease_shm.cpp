@@ -543,7 +543,7 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
     return ok;
 }
 
-int64_t provisional_token() { return -static_cast<int64_t>(MyProc->pgprocno) - 1; }
+int64_t provisional_token() { return -static_cast<int64_t>(compat::my_proc_number()) - 1; }
 
 void retoken(const LeaseKey& k, int64_t from, int64_t to) {
     require_active();

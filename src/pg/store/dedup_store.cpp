@@ -79,7 +79,7 @@ Holder find_holder(Relation heap, Relation pk, TupleTableSlot* slot, TupleTableS
     }
     SnapshotData dirty;
     InitDirtySnapshot(dirty);
-    IndexScanDesc scan = index_beginscan(heap, pk, &dirty, nkeys, 0);
+    IndexScanDesc scan = compat::index_beginscan(heap, pk, &dirty, nkeys, 0);
     index_rescan(scan, keys, nkeys, nullptr, 0);
     Holder holder = Holder::none;
     while (index_getnext_slot(scan, ForwardScanDirection, found)) {
@@ -213,7 +213,7 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
 
                 table_tuple_insert_speculative(rel, slot, cid, 0, nullptr, token);
                 bool conflict = false;
-                List* rechecks = ExecInsertIndexTuples(rri, slot, estate, false, true, &conflict, NIL);
+                List* rechecks = compat::insert_index_tuples(rri, slot, estate, false, true, &conflict, NIL);
                 list_free(rechecks);
                 table_tuple_complete_speculative(rel, slot, token, !conflict);
                 ResetPerTupleExprContext(estate);

@@ -85,8 +85,8 @@ void startup_shmem() {
 int* waiting_list() { return reinterpret_cast<int*>(reinterpret_cast<char*>(shared) + MAXALIGN(slots_size())); }
 
 Slot* my_slot() {
-    if (!active || !shared || !MyProc || MyProc->pgprocno >= shared->nslots) return nullptr;
-    return &shared->slots[MyProc->pgprocno];
+    if (!active || !shared || !MyProc || compat::my_proc_number() >= shared->nslots) return nullptr;
+    return &shared->slots[compat::my_proc_number()];
 }
 
 bool registered = false;
@@ -302,7 +302,7 @@ void enter(const core::WaitFilter& filter) {
         s->wake_at = core::kNever;
         s->waiting = true;
         s->listed_at = shared->nlisted;
-        waiting_list()[shared->nlisted++] = MyProc->pgprocno;
+        waiting_list()[shared->nlisted++] = compat::my_proc_number();
         LWLockRelease(lock);
         pg_atomic_fetch_add_u32(&shared->waiting, 1);
         registered = true;
