@@ -35,9 +35,19 @@ ifeq ($(filter $(WB_SUPPORTED_MAJORS),$(MAJORVERSION)),)
 $(error whizbang supports PostgreSQL 15, 16, 17 and 18; found $(MAJORVERSION) through $(PG_CONFIG) (set PG_CONFIG to the pg_config of a supported major))
 endif
 
+# Objects compiled against one major must never be linked into another's library (the structs
+# and signatures differ: pg_compat.h). PGXS does not know which server an object was built for,
+# so a stamp per major does: building for another major than the last time starts afresh.
+WB_MAJOR_STAMP = src/.built-for-pg$(MAJORVERSION)
+$(OBJS): $(WB_MAJOR_STAMP)
+$(WB_MAJOR_STAMP):
+	rm -f src/.built-for-pg* $(OBJS) $(OBJS:.o=.d) $(shlib)
+	touch $@
+EXTRA_CLEAN += src/.built-for-pg*
+
 # Header dependencies written by -MMD, so a changed header rebuilds what includes it.
 -include $(OBJS:.o=.d)
-EXTRA_CLEAN = $(OBJS:.o=.d)
+EXTRA_CLEAN += $(OBJS:.o=.d)
 
 # version() reports the control file's version, compiled in.
 src/pg/module.o: whizbang.control
