@@ -165,14 +165,23 @@ wb_pg_config_of() {
   done
   echo "$prefix/bin/pg_config"
 }
-wb_pg_build() {
-  local major=$1 prefix=$2 archive build log saved rc
-  archive=$(wb_pg_archive "$major")
-  saved=("${WB_PACKAGES[@]}")
+# The Debian packages a PostgreSQL build needs (a no-op once they are there).
+wb_pg_build_packages() {
+  local saved=("${WB_PACKAGES[@]}") rc
   WB_PACKAGES=("${WB_PG_BUILD_PACKAGES[@]}")
   WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
   WB_PACKAGES=("${saved[@]}")
-  [ "$rc" -eq 0 ] || return 1
+  return "$rc"
+}
+# Whether major $1 still has to be built (it has an archive and no finished build).
+wb_pg_needs_build() {
+  local prefix
+  [ ! -x "/usr/lib/postgresql/$1/bin/pg_config" ] && prefix=$(wb_pg_prefix "$1") && [ ! -f "$prefix/.whizbang-built" ]
+}
+wb_pg_build() {
+  local major=$1 prefix=$2 archive build log
+  archive=$(wb_pg_archive "$major")
+  wb_pg_build_packages || return 1
   mkdir -p "$(wb_pg_cache)" && chmod 755 "$(wb_pg_cache)" || return 1
   rm -rf "$prefix"
   build=$(mktemp -d /tmp/whizbang-pg-build.XXXXXX)
