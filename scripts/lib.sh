@@ -87,9 +87,16 @@ wb_build_install_with() {
 # ../shared/vendor/citus beside the checkout; its README says how) and installed. Returns 1,
 # with the reason on stderr, where neither Citus nor its source is present.
 WB_CITUS_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
+wb_citus_packages() {
+  local saved=("${WB_PACKAGES[@]}") rc
+  WB_PACKAGES=("${WB_CITUS_PACKAGES[@]}")
+  WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
+  WB_PACKAGES=("${saved[@]}")
+  return "$rc"
+}
 wb_ensure_citus() {
-  local pkglib src tarball build
-  pkglib=$("$(wb_pg_config)" --pkglibdir)
+  local pgc=${1:-$(wb_pg_config)} pkglib src tarball build
+  pkglib=$("$pgc" --pkglibdir)
   [ -f "$pkglib/citus.so" ] && return 0
   src=${WB_CITUS_SOURCE:-$WB_ROOT/../shared/vendor/citus}
   tarball=$(ls "$src"/citus-*.tar.gz 2>/dev/null | head -1)
@@ -97,22 +104,18 @@ wb_ensure_citus() {
     echo "Citus is not installed and no Citus source archive is in $src (set WB_CITUS_SOURCE)" >&2
     return 1
   fi
-  local saved=("${WB_PACKAGES[@]}") rc
-  WB_PACKAGES=("${WB_CITUS_PACKAGES[@]}")
-  WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
-  WB_PACKAGES=("${saved[@]}")
-  [ "$rc" -eq 0 ] || return 1
+  wb_citus_packages || return 1
   build=$(mktemp -d /tmp/whizbang-citus-build.XXXXXX)
-  wb_log "building Citus from $tarball (a few minutes)"
+  wb_log "building Citus from $tarball for $("$pgc" --version) (a few minutes)"
   (
     set -e
     cd "$build"
     tar xzf "$tarball"
     cd "$(ls -d citus-*/ | head -1)"
     for p in "$src"/*.patch; do [ -f "$p" ] && patch -s -p1 <"$p"; done
-    ./configure -q --without-libcurl PG_CONFIG="$(wb_pg_config)" >/dev/null
+    ./configure -q --without-libcurl PG_CONFIG="$pgc" >/dev/null
     make -s -j"$(nproc)" >/dev/null 2>&1
-    wb_as_root make -s install >/dev/null
+    if [ -w "$pkglib" ]; then make -s install >/dev/null; else wb_as_root make -s install >/dev/null; fi
   ) >"$build.log" 2>&1 || { echo "building Citus failed; log: $build.log" >&2; return 1; }
   rm -rf "$build"
   [ -f "$pkglib/citus.so" ]

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # A throw-away Citus cluster on localhost: a coordinator and 2 workers, each an ordinary
-# PostgreSQL 15 instance with shared_preload_libraries = 'citus' (and whizbang where asked), in
+# PostgreSQL instance (15, or the major whose bin folder WB_CITUS_BIN names: the version matrix) with shared_preload_libraries = 'citus' (and whizbang where asked), in
 # one temporary directory, sockets and data there. Source it; do not run it.
 #   citus_available                      Citus is installed (citus.so and its control file)
 #   citus_start [EXTRA_PRELOAD]          initdb + start 3 nodes, CREATE EXTENSION citus, join them;
@@ -13,7 +13,7 @@
 #                                        neither installed nor buildable, else citus_start with an
 #                                        EXIT trap that stops the cluster
 # As root the servers run as the postgres user (PostgreSQL refuses root).
-CITUS_BIN=/usr/lib/postgresql/${WB_PG_MAJOR:-15}/bin
+CITUS_BIN=${WB_CITUS_BIN:-/usr/lib/postgresql/${WB_PG_MAJOR:-15}/bin}
 
 citus_available() {
   local pkglib share
@@ -75,7 +75,7 @@ citus_stop() {
 }
 
 citus_suite_start() {
-  if ! citus_available && ! wb_ensure_citus; then
+  if ! citus_available && ! wb_ensure_citus "$CITUS_BIN/pg_config"; then
     echo "skip: Citus is not installed and cannot be built here (scripts/lib.sh wb_ensure_citus)"
     exit 0
   fi
