@@ -37,12 +37,16 @@ endif
 
 # Objects compiled against one major must never be linked into another's library (the structs
 # and signatures differ: pg_compat.h). PGXS does not know which server an object was built for,
-# so a stamp per major does: building for another major than the last time starts afresh.
-WB_MAJOR_STAMP = src/.built-for-pg$(MAJORVERSION)
-$(OBJS): $(WB_MAJOR_STAMP)
-$(WB_MAJOR_STAMP):
-	rm -f src/.built-for-pg* $(OBJS) $(OBJS:.o=.d) $(shlib)
-	touch $@
+# so a stamp per major does: `make` or `make install` for another major than the last build
+# removes the objects first (while reading this file, before make compares any times), so that
+# everything is compiled again. Other goals (installcheck, clean, dist) and `make -n` leave them.
+ifeq ($(filter-out all install,$(or $(MAKECMDGOALS),all)),)
+ifeq ($(findstring n,$(firstword -$(MAKEFLAGS))),)
+ifeq ($(wildcard src/.built-for-pg$(MAJORVERSION)),)
+$(shell rm -f src/.built-for-pg* $(OBJS) $(OBJS:.o=.d) $(shlib) && touch src/.built-for-pg$(MAJORVERSION))
+endif
+endif
+endif
 EXTRA_CLEAN += src/.built-for-pg*
 
 # Header dependencies written by -MMD, so a changed header rebuilds what includes it.
