@@ -63,6 +63,7 @@ CONF
   cq "$COORD_PORT" "SELECT pg_catalog.citus_add_node('localhost', $WORKER1_PORT)" >/dev/null || return 1
   cq "$COORD_PORT" "SELECT pg_catalog.citus_add_node('localhost', $WORKER2_PORT)" >/dev/null || return 1
   export PGHOST=$CITUS_DIR PGPORT=$COORD_PORT PGUSER=postgres PGDATABASE=postgres
+  echo "citus cluster: $(cq "$COORD_PORT" "SELECT 'PostgreSQL ' || current_setting('server_version') || ', Citus ' || pg_catalog.split_part(pg_catalog.citus_version(), ' ', 2)")"
 }
 
 citus_stop() {
