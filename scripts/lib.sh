@@ -87,13 +87,15 @@ wb_build_install_with() {
 # ../shared/vendor/citus beside the checkout; its README says how) and installed. Returns 1,
 # with the reason on stderr, where neither Citus nor its source is present.
 WB_CITUS_PACKAGES=(liblz4-dev libzstd-dev libkrb5-dev)
-wb_citus_packages() {
+# Installs the packages "$@", a set of their own (not those of WB_PACKAGES).
+wb_ensure_package_set() {
   local saved=("${WB_PACKAGES[@]}") rc
-  WB_PACKAGES=("${WB_CITUS_PACKAGES[@]}")
+  WB_PACKAGES=("$@")
   WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
   WB_PACKAGES=("${saved[@]}")
   return "$rc"
 }
+wb_citus_packages() { wb_ensure_package_set "${WB_CITUS_PACKAGES[@]}"; }
 wb_ensure_citus() {
   local pgc=${1:-$(wb_pg_config)} pkglib src tarball build
   pkglib=$("$pgc" --pkglibdir)
@@ -169,13 +171,7 @@ wb_pg_config_of() {
   echo "$prefix/bin/pg_config"
 }
 # The Debian packages a PostgreSQL build needs (a no-op once they are there).
-wb_pg_build_packages() {
-  local saved=("${WB_PACKAGES[@]}") rc
-  WB_PACKAGES=("${WB_PG_BUILD_PACKAGES[@]}")
-  WB_WITH_TEST_PACKAGES=0 wb_ensure_packages; rc=$?
-  WB_PACKAGES=("${saved[@]}")
-  return "$rc"
-}
+wb_pg_build_packages() { wb_ensure_package_set "${WB_PG_BUILD_PACKAGES[@]}"; }
 # Whether major $1 still has to be built (it has an archive and no finished build).
 wb_pg_needs_build() {
   local prefix
