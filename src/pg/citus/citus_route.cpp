@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "pg/boundary/arrays.h"  // before any PostgreSQL header: it includes src/core
@@ -8,12 +9,19 @@
 #include "pg/boundary/spi.h"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "commands/extension.h"
+#include "miscadmin.h"
+#include "utils/fmgroids.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
-#include "utils/timestamp.h"
 }
 
 namespace whizbang::pg {
@@ -63,12 +71,14 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
 
 std::vector<int> routing_anchors() {
     // [0]: one partition per node (the coordinator's view); [1]: one per shard, this node's own
-    // (a node call's view).
+    // (a node call's view). Valid while Citus's metadata of the work tables is unchanged
+    // (distributed.h): a move, split or rebalance drops them at once, never after a delay.
     static std::vector<int> anchors[2];
-    static TimestampTz loaded_at[2] = {0, 0};
+    static unsigned long loaded_under[2] = {0, 0};
     const int view = in_node_scope() ? 1 : 0;
-    const TimestampTz now = GetCurrentTimestamp();
-    if (anchors[view].empty() || now - loaded_at[view] > 60 * USECS_PER_SEC) {
+    (void)distributed();  // takes pending invalidations in
+    const unsigned long generation = citus_metadata_generation();
+    if (anchors[view].empty() || loaded_under[view] != generation) {
         std::vector<int> all(kDistributedPartitionCount);
         for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
         // On a node the groups are shards: only those placed here.
@@ -78,7 +88,7 @@ std::vector<int> routing_anchors() {
         for (const auto& [group, positions] : routing_groups(all))
             if (view == 0 || std::binary_search(here.begin(), here.end(), group)) fresh.push_back(all[positions.front()]);
         anchors[view] = std::move(fresh);
-        loaded_at[view] = now;
+        loaded_under[view] = generation;
     }
     return anchors[view];
 }
@@ -91,6 +101,50 @@ int64_t coordinator_lease_token() {
     return DatumGetInt64(spi_value(0, 1, &isnull));
 }
 
+namespace {
+
+// The role that owns the extension (pg_extension.extowner).
+Oid extension_owner_unguarded() {
+    Oid extension = get_extension_oid("whizbang", false);
+    Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+    ScanKeyData key;
+    ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(extension));
+    SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, nullptr, 1, &key);
+    HeapTuple tuple = systable_getnext(scan);
+    if (!HeapTupleIsValid(tuple)) elog(ERROR, "whizbang: extension whizbang not found");
+    Oid owner = reinterpret_cast<Form_pg_extension>(GETSTRUCT(tuple))->extowner;
+    systable_endscan(scan);
+    table_close(rel, AccessShareLock);
+    return owner;
+}
+
+// For its life, the current user is the extension's owner, as inside a SECURITY DEFINER
+// function. The caller's privileges were checked once, here on the coordinator: PostgreSQL
+// checked EXECUTE on the whizbang function it called (docs/scaleout.md "Grants"). The router
+// query, the connections Citus opens for it (per user) and the code on the nodes then run as
+// the owner, so an application role needs no privilege on the nodes, none on the routing rows
+// (wh_partitions) and none on whizbang._on_shard, which alone can choose a node's lease token.
+// An error restores the caller too: the destructor runs while the C++ side unwinds, and the
+// (sub)transaction's abort would.
+class AsExtensionOwner {
+public:
+    AsExtensionOwner() {
+        pg_call([&] {
+            GetUserIdAndSecContext(&user_, &context_);
+            SetUserIdAndSecContext(extension_owner_unguarded(), context_ | SECURITY_LOCAL_USERID_CHANGE);
+        });
+    }
+    ~AsExtensionOwner() { SetUserIdAndSecContext(user_, context_); }
+    AsExtensionOwner(const AsExtensionOwner&) = delete;
+    AsExtensionOwner& operator=(const AsExtensionOwner&) = delete;
+
+private:
+    Oid user_ = InvalidOid;
+    int context_ = 0;
+};
+
+}  // namespace
+
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token,
                    const std::vector<int>* row_partitions) {
@@ -98,7 +152,9 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
     // transaction that reaches two nodes commits with PREPARE TRANSACTION on both (a plain
     // router SELECT would be committed node by node). It deletes nothing: no row has a NULL
     // partition number. The whole query goes to the one node of the partition's shard, where
-    // wh_partitions is the shard's, and the LATERAL call runs there.
+    // wh_partitions is the shard's, and the LATERAL call runs there. The LEFT JOIN answers one
+    // row even when the call answers none (wb_answered NULL), so a missing routing row (no row
+    // at all) is an error, never a call that silently did nothing.
     // On a node (a node call) the part runs right here, in the shard scope of its partition:
     // no Citus, no round trip.
     const bool local = in_node_scope();
@@ -108,12 +164,13 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
                             : "WITH w AS (DELETE FROM whizbang.wh_partitions x"
                               " WHERE x.partition_number OPERATOR(pg_catalog.=) $1 AND x.partition_number IS NULL"
                               " RETURNING 1)"
-                              " SELECT r.* FROM whizbang.wh_partitions a CROSS JOIN LATERAL whizbang.";
+                              " SELECT r.* FROM whizbang.wh_partitions a LEFT JOIN LATERAL (SELECT f.*, true AS wb_answered"
+                              " FROM whizbang.";
     sql += function;
     sql += local ? "(whizbang._on_shard($1, $2, " + token_param + ", false)"
                  : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param + ")";
     for (std::size_t i = 1; i < values.size(); ++i) sql += ", $" + std::to_string(i + 2);
-    sql += local ? ") AS r" : ") AS r WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
+    sql += local ? ") AS r" : ") AS f) AS r ON true WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
 
     std::vector<Oid> all_types{INT4OID};
     all_types.insert(all_types.end(), types.begin(), types.end());
@@ -129,12 +186,36 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
         all_values.push_back(row_partitions ? int4_array(*row_partitions) : (Datum)0);
         all_nulls += row_partitions ? ' ' : 'n';
     }
-    return pg_call([&] {
-        int rc = SPI_execute_with_args(sql.c_str(), static_cast<int>(all_values.size()), all_types.data(),
-                                       all_values.data(), all_nulls.c_str(), false, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: routed call of %s failed: %s", function, SPI_result_code_string(rc));
-        return SPI_processed;
-    });
+    std::optional<AsExtensionOwner> owner;
+    if (!local) owner.emplace();
+    try {
+        const uint64 rows = pg_call([&] {
+            int rc = SPI_execute_with_args(sql.c_str(), static_cast<int>(all_values.size()), all_types.data(),
+                                           all_values.data(), all_nulls.c_str(), false, 0);
+            if (rc != SPI_OK_SELECT)
+                elog(ERROR, "whizbang: routed call of %s failed: %s", function, SPI_result_code_string(rc));
+            return SPI_processed;
+        });
+        if (local) return rows;
+        if (rows == 0)
+            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                           "whizbang: partition " + std::to_string(partition) + " has no routing row",
+                           "whizbang.wh_partitions must hold one row for each partition 0 to 9999; without it "
+                           "a call for the partition reaches no node. Nothing was written.",
+                           "whizbang.check() lists the missing rows; restore them with "
+                           "INSERT INTO whizbang.wh_partitions SELECT g FROM pg_catalog.generate_series(0, 9999) g "
+                           "ON CONFLICT DO NOTHING.");
+        if (rows == 1) {
+            bool isnull = false;
+            (void)spi_value(0, SPI_tuptable->tupdesc->natts, &isnull);
+            if (isnull) return 0;  // the call answered no row
+        }
+        return rows;
+    } catch (...) {
+        // A routed part that failed may have found its shard moved: route anew next time.
+        forget_citus_routing();
+        throw;
+    }
 }
 
 int routed_count(int partition, const char* function, const std::vector<Oid>& types,

@@ -27,8 +27,8 @@ void caller_arguments(FunctionCallInfo fcinfo, std::vector<Datum>& values, std::
 std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions);
 
 // One partition per routing group of the work tables' shards (see routing_groups: each node on
-// the coordinator, each local shard on a node): a call for each reaches every shard once. Kept
-// for a minute: after a shard move or split a call may miss a shard (or ask one twice) until then.
+// the coordinator, each local shard on a node): a call for each reaches every shard once. Cached
+// until Citus's metadata of the work tables changes (distributed.h citus_metadata_generation).
 std::vector<int> routing_anchors();
 
 // Runs whizbang.<function>(args) on the node that holds `partition`'s shard, args[0] passed

@@ -20,9 +20,13 @@ bool known = false;
 bool answer = false;
 bool registered = false;
 Oid work_relid = InvalidOid;
+unsigned long generation = 1;
 
 void on_invalidation(Datum, Oid relid) {
-    if (relid == InvalidOid || relid == work_relid) known = false;
+    if (relid == InvalidOid || relid == work_relid) {
+        known = false;
+        ++generation;
+    }
 }
 
 // Reads pg_dist_partition (Citus's catalog of distributed tables) directly: no SPI, so the
@@ -60,5 +64,9 @@ bool distributed() {
     });
     return answer;
 }
+
+unsigned long citus_metadata_generation() { return generation; }
+
+void forget_citus_routing() { ++generation; }
 
 }  // namespace whizbang::pg

@@ -10,4 +10,14 @@ namespace whizbang::pg {
 // the table (distribute() re-keys it) or of the whole relcache drops the cached answer.
 bool distributed();
 
+// A number that changes whenever Citus's metadata of whizbang's tables may have changed in a way
+// this backend has seen: Citus invalidates a distributed table's relcache entry when its shards
+// or placements change (a move, a split, a rebalance, a node added or removed), and so does a
+// full relcache reset. Routing cached under one number is stale under another (citus_route.h).
+// Read after distributed(), which takes the pending invalidations in.
+unsigned long citus_metadata_generation();
+
+// Marks every routing cached in this backend as stale (a routed part found its shard gone).
+void forget_citus_routing();
+
 }  // namespace whizbang::pg

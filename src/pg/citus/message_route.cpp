@@ -6,6 +6,7 @@
 #include "pg/boundary/arrays.h"
 #include "pg/citus/citus_route.h"
 #include "pg/citus/message_route.h"
+#include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
 
 extern "C" {
@@ -61,31 +62,24 @@ std::size_t route_messages(FunctionCallInfo fcinfo, const char* function, const 
         caller_arguments(fcinfo, values, nulls);
         values[0] = sub_batch(PG_GETARG_DATUM(0), positions);
         uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls, token);
-        if (mode == RoutedRows::one_per_input && rows != positions.size())
-            throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
-                                                       std::to_string(rows) + " rows for " +
-                                                       std::to_string(positions.size()) + " messages");
-        std::size_t next = 0;  // new_only: the next position a row may belong to
+        // Every part answers one row per message it was sent, also where the caller wants new
+        // messages only (a part's store_inbox_messages answers all, flagged): a part that answers
+        // fewer was not heard in full, which is an error, never a message taken for a duplicate.
+        if (rows != positions.size())
+            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                           "whizbang: the node of partition " + std::to_string(partitions[positions.front()]) +
+                               " answered " + std::to_string(rows) + " rows for " + std::to_string(positions.size()) +
+                               " messages of shard " + std::to_string(shard),
+                           "Nothing of the call was written.", "whizbang.check() reports the routing state.");
         for (uint64 r = 0; r < rows; ++r) {
-            std::size_t position = 0;
-            if (mode == RoutedRows::one_per_input) {
-                position = positions[r];
-            } else {
-                bool isnull = false;
-                const core::Uuid got = uuid_from_datum(spi_value(r, 1, &isnull));
-                while (next < positions.size() && messages[positions[next]].id != got) ++next;
-                if (next == positions.size())
-                    throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a shard answered for a message it was not sent");
-                position = positions[next++];
-            }
-            out.push_back(copy_routed_row(r, desc, position));
-            const RoutedRow& row = out.back();
-            if (!row.nulls[2]) {
-                const bool is_new = TupleDescAttr(desc, 2)->atttypid == BOOLOID
-                                        ? DatumGetBool(row.values[2])
-                                        : text_from_datum(row.values[2]) == "new";
-                if (is_new) ++created;
-            }
+            RoutedRow row = copy_routed_row(r, desc, positions[r]);
+            bool is_new = false;
+            if (!row.nulls[2])
+                is_new = TupleDescAttr(desc, 2)->atttypid == BOOLOID ? DatumGetBool(row.values[2])
+                                                                      : text_from_datum(row.values[2]) == "new";
+            if (is_new) ++created;
+            // New only: the coordinator keeps the new rows; a node call hands all to it.
+            if (mode == RoutedRows::one_per_input || is_new || in_node_scope()) out.push_back(row);
         }
     }
     spi.finish();

@@ -12,7 +12,8 @@ namespace whizbang::pg {
 
 enum class RoutedRows {
     one_per_input,  // inbox_receive, store_outbox_messages: one row per element, in order
-    new_only,       // store_inbox_messages: one row per new element, in order
+    new_only,       // store_inbox_messages: one row per new element, in order (the parts
+                    // answer every element, flagged, so a short answer is an error here too)
 };
 
 // Routes the batch in argument 0 of the calling whizbang `function` (its other arguments passed

@@ -5,12 +5,20 @@
 #include <optional>
 #include <vector>
 
+#include "pg/citus/distributed.h"
+
 extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "executor/spi.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 }
 
 namespace whizbang::pg {
@@ -39,6 +47,48 @@ void forget_pending(XactEvent event) {
     if (event == XACT_EVENT_ABORT || event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE ||
         event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PARALLEL_COMMIT)
         pending.reset();
+}
+
+// The latest committed word of Citus's metadata (not the transaction's snapshot, which under
+// REPEATABLE READ predates a move that committed while this call waited for its lock): does
+// `shard` have a placement in this node's group? Catalog scans, no SPI: runs on the PostgreSQL
+// side, under the shard's metadata lock.
+bool placement_is_local_unguarded(int64 shard) {
+    Oid placement_rel = get_relname_relid("pg_dist_placement", PG_CATALOG_NAMESPACE);
+    Oid group_rel = get_relname_relid("pg_dist_local_group", PG_CATALOG_NAMESPACE);
+    if (!OidIsValid(placement_rel) || !OidIsValid(group_rel)) return false;
+    Snapshot latest = RegisterSnapshot(GetLatestSnapshot());
+    int32 group = -1;
+    {
+        Relation rel = table_open(group_rel, AccessShareLock);
+        SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, latest, 0, nullptr);
+        HeapTuple tuple = systable_getnext(scan);
+        bool isnull = true;
+        // pg_dist_local_group(groupid int4): one row.
+        if (HeapTupleIsValid(tuple)) {
+            Datum d = heap_getattr(tuple, 1, RelationGetDescr(rel), &isnull);
+            if (!isnull) group = DatumGetInt32(d);
+        }
+        systable_endscan(scan);
+        table_close(rel, AccessShareLock);
+    }
+    bool found = false;
+    {
+        Relation rel = table_open(placement_rel, AccessShareLock);
+        ScanKeyData key;
+        // pg_dist_placement(placementid int8, shardid int8, shardstate int4, shardlength int8, groupid int4)
+        ScanKeyInit(&key, 2, BTEqualStrategyNumber, F_INT8EQ, Int64GetDatum(shard));
+        SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, latest, 1, &key);
+        for (HeapTuple tuple = systable_getnext(scan); HeapTupleIsValid(tuple) && !found; tuple = systable_getnext(scan)) {
+            bool isnull = true;
+            Datum g = heap_getattr(tuple, 5, RelationGetDescr(rel), &isnull);
+            if (!isnull && DatumGetInt32(g) == group) found = true;
+        }
+        systable_endscan(scan);
+        table_close(rel, AccessShareLock);
+    }
+    UnregisterSnapshot(latest);
+    return found;
 }
 
 // Reads the shard of every whizbang Citus table for `partition` from Citus's metadata (synced
@@ -92,6 +142,10 @@ Scope load_scope(int partition) {
     if (scope.shards.count("wh_inbox_work") == 0)
         throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                        "whizbang: a routed call found no distributed whizbang tables on this node");
+    // Every whizbang distributed table but the idempotency keys is in one colocation group, and
+    // Citus's metadata lock is per group and shard index: this one lock covers each shard the
+    // call names (the keys' shards are locked where they are used, ShardTableOverride).
+    lock_local_placement(scope.shards.at("wh_inbox_work"), partition);
     return scope;
 }
 
@@ -109,6 +163,30 @@ const std::pair<const char*, const char*> kConflictTargets[] = {
 };
 
 }  // namespace
+
+void lock_local_placement(int64_t shard, int partition) {
+    const bool local = pg_call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+        Oid types[1] = {INT8OID};
+        Datum values[1] = {Int64GetDatum(shard)};
+        // ShareLock (5): the mode of Citus's own writes (AcquireMetadataLocks); moves, splits and
+        // rebalances take ExclusiveLock on every node with metadata (BlockWritesToShardList).
+        int rc = SPI_execute_with_args(
+            "SELECT pg_catalog.lock_shard_metadata(5, pg_catalog.array_append(NULL::pg_catalog.int8[], $1))", 1,
+            types, values, nullptr, false, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not lock the metadata of shard " INT64_FORMAT, shard);
+        SPI_finish();
+        return placement_is_local_unguarded(shard);
+    });
+    if (local) return;
+    forget_citus_routing();
+    throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                   "whizbang: shard " + std::to_string(shard) +
+                       (partition >= 0 ? " (partition " + std::to_string(partition) + ")" : std::string()) +
+                       " is not placed on this node any more",
+                   "A shard move, split or rebalance moved it after the call was routed; nothing was written.",
+                   "Retry the transaction: the next call routes to the shard's new placement.");
+}
 
 bool in_shard_scope() { return !active.empty() && !active.back().node; }
 
@@ -214,6 +292,7 @@ std::vector<int64_t> idempotency_shards_of_first_local_shard() {
 }
 
 ShardTableOverride::ShardTableOverride(const char* table, int64_t shard) {
+    lock_local_placement(shard, -1);
     Scope scope = active.empty() ? Scope{} : active.back();
     scope.shards[table] = shard;
     active.push_back(std::move(scope));

@@ -60,7 +60,14 @@ std::vector<int64_t> local_shards(const char* table);
 // a per-shard fan-out (perform_maintenance) visit each node's keys exactly once.
 std::vector<int64_t> idempotency_shards_of_first_local_shard();
 
-// Names `table` by `shard` too, for the life of this object (inside a routed call).
+// Takes Citus's metadata lock of `shard` as Citus's own writes do (share mode, till the end of
+// the transaction), so a move, split or rebalance of its colocation group waits for this
+// transaction, or this call for the operation; then, under the lock, checks the latest committed
+// metadata: the shard must be placed on this node, else 40001 (retryable; nothing written) and
+// the routing cached in this backend is dropped. `partition`: for the message (-1: none).
+void lock_local_placement(int64_t shard, int partition);
+
+// Names `table` by `shard` too, after lock_local_placement(shard), for the life of this object (inside a routed call).
 class ShardTableOverride {
 public:
     ShardTableOverride(const char* table, int64_t shard);

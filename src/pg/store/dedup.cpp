@@ -208,9 +208,10 @@ std::vector<Datum> route_dedup(const std::vector<core::Uuid>& ids, const std::st
                                   {UUIDARRAYOID, TEXTOID, BYTEAARRAYOID, TIMESTAMPTZARRAYOID, TIMESTAMPTZOID}, values,
                                   nulls);
         if (rows != positions.size())
-            throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
-                                                       std::to_string(rows) + " outcomes for " +
-                                                       std::to_string(positions.size()) + " ids");
+            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                           "whizbang: shard " + std::to_string(shard) + " answered " + std::to_string(rows) +
+                               " outcomes for " + std::to_string(positions.size()) + " ids",
+                           "Nothing of the call was written.", "whizbang.check() reports the routing state.");
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false;
             Datum word = spi_value(r, 2, &isnull);

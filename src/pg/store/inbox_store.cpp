@@ -71,13 +71,16 @@ WB_FUNCTION(wb_store_inbox_messages) {
     }
     std::vector<core::DedupOutcome> outcomes = store(o, messages);
 
+    // A routed part answers every message (was_newly_created false for the others), so the
+    // coordinator can tell a part heard in full from one that was not (message_route.h).
+    const bool every_row = in_shard_scope();
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     pg_call([&] {
         for (std::size_t i = 0; i < messages.size(); ++i) {
-            if (outcomes[i] != core::DedupOutcome::fresh) continue;
+            if (outcomes[i] != core::DedupOutcome::fresh && !every_row) continue;
             Datum values[3] = {PointerGetDatum(messages[i].id.data()),
                                messages[i].stream_id ? PointerGetDatum(messages[i].stream_id->data()) : (Datum)0,
-                               BoolGetDatum(true)};
+                               BoolGetDatum(outcomes[i] == core::DedupOutcome::fresh)};
             bool nulls[3] = {false, !messages[i].stream_id, false};
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }

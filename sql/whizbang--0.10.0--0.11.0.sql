@@ -1,0 +1,324 @@
+-- whizbang 0.10.0 -> 0.11.0: scale-out on Citus, production grade (issue 22, DESIGN §3.9).
+-- The routing changes are in the library (a routed call locks its shards as Citus's writes do,
+-- checks their placement under the lock, routes from Citus's metadata with its invalidation, runs
+-- on the nodes as the extension's owner, and treats a short answer as an error). In SQL: the
+-- grants of a capability in one call, whizbang.check(), and no application privilege on the
+-- routing state.
+
+\echo Use "ALTER EXTENSION whizbang UPDATE TO '0.11.0'" to load this file. \quit
+
+-- What each capability needs: docs/security.md, docs/inbox.md and docs/scaleout.md name the same
+-- grants. kind: routine (every overload of the name), table (also views), sequence.
+CREATE FUNCTION whizbang._capability_grants()
+RETURNS TABLE (capability text, kind text, object_name text, privileges text)
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.capability, c.kind, c.object_name, c.privileges FROM (VALUES
+        -- grant_worker
+        ('dedup', 'routine', 'dedup_insert', 'EXECUTE'),
+        ('dedup', 'routine', 'dedup_insert_many', 'EXECUTE'),
+        ('dedup', 'routine', 'fingerprint', 'EXECUTE'),
+        ('dedup', 'routine', 'event_uuid', 'EXECUTE'),
+        ('dedup', 'routine', 'uuid_v7', 'EXECUTE'),
+        ('dedup', 'routine', 'partition_of', 'EXECUTE'),
+        ('dedup', 'routine', 'version', 'EXECUTE'),
+        ('dedup', 'table', 'wh_message_deduplication', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('dedup', 'table', 'settings', 'SELECT'),
+        ('idempotency', 'routine', 'idempotency_begin', 'EXECUTE'),
+        ('idempotency', 'routine', 'idempotency_complete', 'EXECUTE'),
+        ('idempotency', 'routine', 'idempotency_release', 'EXECUTE'),
+        ('idempotency', 'routine', 'idempotency_policy', 'EXECUTE'),
+        ('idempotency', 'routine', 'fingerprint', 'EXECUTE'),
+        ('idempotency', 'table', 'wh_idempotency_keys', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('idempotency', 'sequence', 'wh_idempotency_token_seq', 'USAGE'),
+        ('idempotency', 'table', 'wh_idempotency_policies', 'SELECT'),
+        ('idempotency', 'table', 'settings', 'SELECT'),
+        ('inbox', 'routine', 'store_inbox_messages', 'EXECUTE'),
+        ('inbox', 'routine', 'inbox_receive', 'EXECUTE'),
+        ('inbox', 'routine', 'claim_work', 'EXECUTE'),
+        ('inbox', 'routine', 'complete_work', 'EXECUTE'),
+        ('inbox', 'routine', 'fail_work', 'EXECUTE'),
+        ('inbox', 'routine', 'renew_leases', 'EXECUTE'),
+        ('inbox', 'routine', 'release_work', 'EXECUTE'),
+        ('inbox', 'routine', 'partition_of', 'EXECUTE'),
+        ('inbox', 'table', 'wh_message_deduplication', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('inbox', 'table', 'wh_inbox', 'SELECT, INSERT, DELETE'),
+        ('inbox', 'table', 'wh_inbox_work', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('inbox', 'table', 'wh_inbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('inbox', 'table', 'wh_inbox_preleased', 'SELECT, INSERT, DELETE'),
+        ('inbox', 'table', 'wh_dead_letters', 'INSERT'),
+        ('inbox', 'sequence', 'wh_lease_token_seq', 'USAGE'),
+        ('inbox', 'table', 'settings', 'SELECT'),
+        ('outbox', 'routine', 'store_outbox_messages', 'EXECUTE'),
+        ('outbox', 'table', 'wh_outbox', 'SELECT, INSERT'),
+        ('outbox', 'table', 'wh_outbox_work', 'SELECT, INSERT'),
+        ('outbox', 'table', 'wh_outbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('outbox', 'table', 'wh_outbox_preleased', 'INSERT'),
+        ('outbox', 'sequence', 'wh_lease_token_seq', 'USAGE'),
+        ('outbox', 'table', 'settings', 'SELECT'),
+        ('relay', 'routine', 'claim_work', 'EXECUTE'),
+        ('relay', 'routine', 'complete_work', 'EXECUTE'),
+        ('relay', 'routine', 'fail_work', 'EXECUTE'),
+        ('relay', 'routine', 'renew_leases', 'EXECUTE'),
+        ('relay', 'routine', 'release_work', 'EXECUTE'),
+        ('relay', 'routine', 'complete_outbox_published', 'EXECUTE'),
+        ('relay', 'routine', 'partition_of', 'EXECUTE'),
+        ('relay', 'table', 'wh_outbox', 'SELECT, DELETE'),
+        ('relay', 'table', 'wh_outbox_work', 'SELECT, UPDATE, DELETE'),
+        ('relay', 'table', 'wh_outbox_preleased', 'SELECT, DELETE'),
+        ('relay', 'table', 'wh_dead_letters', 'INSERT'),
+        ('relay', 'sequence', 'wh_lease_token_seq', 'USAGE'),
+        ('relay', 'table', 'settings', 'SELECT'),
+        -- grant_admin
+        ('dead_letters', 'routine', 'retry_dead_letters', 'EXECUTE'),
+        ('dead_letters', 'table', 'wh_dead_letters', 'SELECT, UPDATE, DELETE'),
+        ('dead_letters', 'table', 'wh_inbox', 'SELECT, INSERT'),
+        ('dead_letters', 'table', 'wh_inbox_work', 'INSERT'),
+        ('dead_letters', 'table', 'wh_inbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('dead_letters', 'table', 'wh_outbox', 'SELECT, INSERT'),
+        ('dead_letters', 'table', 'wh_outbox_work', 'INSERT'),
+        ('dead_letters', 'table', 'wh_outbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('settings', 'table', 'wh_settings', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('settings', 'table', 'wh_setting_defaults', 'SELECT'),
+        ('settings', 'table', 'settings', 'SELECT'),
+        ('policies', 'table', 'wh_idempotency_policies', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('maintenance', 'routine', 'perform_maintenance', 'EXECUTE'),
+        ('maintenance', 'routine', 'run_maintenance', 'EXECUTE'),
+        ('maintenance', 'table', 'settings', 'SELECT'),
+        ('maintenance', 'table', 'wh_inbox', 'SELECT, DELETE'),
+        ('maintenance', 'table', 'wh_outbox', 'SELECT, DELETE'),
+        ('maintenance', 'table', 'wh_message_deduplication', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_idempotency_keys', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_dead_letters', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_inbox_work', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_outbox_work', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_inbox_preleased', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_outbox_preleased', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_inbox_streams', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_outbox_streams', 'SELECT, UPDATE, DELETE'),
+        ('monitor', 'routine', 'stats', 'EXECUTE'),
+        ('monitor', 'routine', 'queues', 'EXECUTE'),
+        ('monitor', 'routine', '_leases', 'EXECUTE'),
+        ('monitor', 'routine', 'check', 'EXECUTE'),
+        ('monitor', 'table', 'stats', 'SELECT'),
+        ('monitor', 'table', 'queues', 'SELECT'),
+        ('monitor', 'table', 'leases', 'SELECT'),
+        ('monitor', 'table', 'wh_inbox', 'SELECT'),
+        ('monitor', 'table', 'wh_inbox_work', 'SELECT'),
+        ('monitor', 'table', 'wh_outbox', 'SELECT'),
+        ('monitor', 'table', 'wh_outbox_work', 'SELECT'),
+        ('monitor', 'table', 'wh_dead_letters', 'SELECT'),
+        ('monitor', 'table', 'wh_message_deduplication', 'SELECT'),
+        ('monitor', 'table', 'wh_idempotency_keys', 'SELECT'),
+        ('monitor', 'table', 'wh_partitions', 'SELECT')
+    ) AS c(capability, kind, object_name, privileges)
+$$;
+REVOKE ALL ON FUNCTION whizbang._capability_grants() FROM PUBLIC;
+COMMENT ON FUNCTION whizbang._capability_grants() IS
+    'The grants of each capability that whizbang.grant_worker and whizbang.grant_admin apply (docs/security.md).';
+
+-- Applies the grants of `p_capabilities` to `p_role`. Runs as the caller, who must be able to
+-- grant them (the extension's owner, a superuser). One statement: all of it or, on an error,
+-- nothing. On a Citus coordinator, Citus propagates the table grants to the nodes; whizbang's
+-- routed code runs there as the extension's owner and needs none of the role's.
+CREATE FUNCTION whizbang._grant_capabilities(p_role regrole, p_capabilities text[], p_allowed text[])
+RETURNS SETOF text
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_unknown text[];
+    v_grant record;
+    v_routine regprocedure;
+    v_sql text;
+BEGIN
+    IF p_role IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'p_role must not be NULL';
+    END IF;
+    IF p_capabilities IS NULL OR pg_catalog.cardinality(p_capabilities) OPERATOR(pg_catalog.=) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'p_capabilities must name at least one capability',
+            HINT = 'One or more of: ' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(p_allowed, ', ');
+    END IF;
+    SELECT pg_catalog.array_agg(DISTINCT c) INTO v_unknown
+      FROM pg_catalog.unnest(p_capabilities) AS u(c)
+     WHERE c IS NULL OR NOT (c OPERATOR(pg_catalog.=) ANY (p_allowed));
+    IF v_unknown IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22023',
+            MESSAGE = pg_catalog.format('unknown capability %s', pg_catalog.array_to_string(v_unknown, ', ', 'NULL')),
+            HINT = 'One or more of: ' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(p_allowed, ', ');
+    END IF;
+    v_sql := pg_catalog.format('GRANT USAGE ON SCHEMA whizbang TO %s', p_role);
+    EXECUTE v_sql;
+    RETURN NEXT v_sql;
+    FOR v_grant IN
+        SELECT g.kind, g.object_name, g.privileges
+          FROM whizbang._capability_grants() g
+         WHERE g.capability OPERATOR(pg_catalog.=) ANY (p_capabilities)
+         GROUP BY g.kind, g.object_name, g.privileges
+         ORDER BY g.kind, g.object_name, g.privileges
+    LOOP
+        IF v_grant.kind OPERATOR(pg_catalog.=) 'routine' THEN
+            FOR v_routine IN
+                SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc p
+                 WHERE p.pronamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace
+                   AND p.proname OPERATOR(pg_catalog.=) v_grant.object_name
+                 ORDER BY p.oid
+            LOOP
+                v_sql := pg_catalog.format('GRANT EXECUTE ON ROUTINE %s TO %s', v_routine, p_role);
+                EXECUTE v_sql;
+                RETURN NEXT v_sql;
+            END LOOP;
+        ELSE
+            v_sql := pg_catalog.format('GRANT %s ON %s whizbang.%I TO %s', v_grant.privileges,
+                                       CASE v_grant.kind WHEN 'sequence' THEN 'SEQUENCE' ELSE 'TABLE' END,
+                                       v_grant.object_name, p_role);
+            EXECUTE v_sql;
+            RETURN NEXT v_sql;
+        END IF;
+    END LOOP;
+END;
+$$;
+REVOKE ALL ON FUNCTION whizbang._grant_capabilities(regrole, text[], text[]) FROM PUBLIC;
+
+CREATE FUNCTION whizbang.grant_worker(p_role regrole,
+    p_capabilities text[] DEFAULT ARRAY['dedup', 'idempotency', 'inbox', 'outbox', 'relay'])
+RETURNS SETOF text
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT whizbang._grant_capabilities(p_role, p_capabilities,
+                                        ARRAY['dedup', 'idempotency', 'inbox', 'outbox', 'relay'])
+$$;
+REVOKE ALL ON FUNCTION whizbang.grant_worker(regrole, text[]) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.grant_worker(regrole, text[]) IS
+    'Grants p_role what the application capabilities need (dedup, idempotency, inbox, outbox, relay; '
+    'default: all) and returns the GRANT statements it ran. The caller must be able to grant them.';
+
+CREATE FUNCTION whizbang.grant_admin(p_role regrole,
+    p_capabilities text[] DEFAULT ARRAY['dead_letters', 'settings', 'policies', 'maintenance', 'monitor'])
+RETURNS SETOF text
+LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT whizbang._grant_capabilities(p_role, p_capabilities,
+                                        ARRAY['dead_letters', 'settings', 'policies', 'maintenance', 'monitor'])
+$$;
+REVOKE ALL ON FUNCTION whizbang.grant_admin(regrole, text[]) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.grant_admin(regrole, text[]) IS
+    'Grants p_role what the operator capabilities need (dead_letters, settings, policies, maintenance, '
+    'monitor; default: all) and returns the GRANT statements it ran. The caller must be able to grant them.';
+
+-- The install's consistency as whizbang sees it: one row per item, ok or not, and why.
+CREATE FUNCTION whizbang.check()
+RETURNS TABLE (item text, ok boolean, detail text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_distributed boolean := false;
+    v_have integer[];
+    v_missing integer[];
+    v_missing_count integer;
+    v_extra bigint;
+    v_owner oid;
+    v_holders text[];
+    v_groups bigint;
+BEGIN
+    SELECT e.extowner INTO v_owner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'whizbang';
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox_work''::pg_catalog.regclass)'
+           INTO v_distributed;
+    END IF;
+
+    item := 'distributed'; ok := true;
+    detail := CASE WHEN v_distributed THEN 'whizbang''s tables are Citus tables (docs/scaleout.md)'
+                   ELSE 'a single server' END;
+    RETURN NEXT;
+
+    -- Every privilege on the routing state held by a role that is not the extension's owner.
+    SELECT pg_catalog.array_agg(DISTINCT h ORDER BY h) INTO v_holders FROM (
+        SELECT pg_catalog.format('%s on wh_partitions: %s',
+                   CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
+                   a.privilege_type) AS h
+          FROM pg_catalog.pg_class c, LATERAL pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) 'whizbang.wh_partitions'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner
+        UNION ALL
+        SELECT pg_catalog.format('%s on %s: EXECUTE',
+                   CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
+                   p.oid::pg_catalog.regprocedure)
+          FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace
+           AND p.proname OPERATOR(pg_catalog.=) '_on_shard'
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner) s;
+    item := 'routing privileges';
+    ok := v_holders IS NULL;
+    detail := CASE WHEN ok THEN 'only the extension''s owner may change routing rows or call _on_shard'
+                   ELSE 'revoke: ' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(v_holders, '; ') END;
+    RETURN NEXT;
+
+    IF v_distributed THEN
+        SELECT pg_catalog.array_agg(p.partition_number) INTO v_have FROM whizbang.wh_partitions p;
+        SELECT pg_catalog.count(*)::integer,
+               (pg_catalog.array_agg(g.n ORDER BY g.n))[1:20]
+          INTO v_missing_count, v_missing
+          FROM pg_catalog.generate_series(0, 9999) AS g(n)
+          LEFT JOIN pg_catalog.unnest(v_have) AS h(p) ON h.p OPERATOR(pg_catalog.=) g.n
+         WHERE h.p IS NULL;
+        SELECT pg_catalog.count(*) INTO v_extra
+          FROM pg_catalog.unnest(v_have) AS h(p)
+         WHERE h.p IS NULL OR h.p OPERATOR(pg_catalog.<) 0 OR h.p OPERATOR(pg_catalog.>) 9999;
+        item := 'routing rows';
+        ok := v_missing_count OPERATOR(pg_catalog.=) 0 AND v_extra OPERATOR(pg_catalog.=) 0;
+        detail := CASE WHEN ok THEN '10000 partitions, each with its routing row'
+                       ELSE pg_catalog.format('%s of the partitions 0..9999 have no routing row (first: %s), '
+                                              '%s rows are outside 0..9999; restore with INSERT INTO '
+                                              'whizbang.wh_partitions SELECT g FROM pg_catalog.generate_series(0, 9999) g '
+                                              'ON CONFLICT DO NOTHING',
+                                              v_missing_count, pg_catalog.array_to_string(v_missing, ', '), v_extra) END;
+        RETURN NEXT;
+
+        EXECUTE 'SELECT pg_catalog.count(DISTINCT p.colocationid) FROM pg_catalog.pg_dist_partition p'
+                ' JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.logicalrelid'
+                ' WHERE c.relnamespace OPERATOR(pg_catalog.=) ''whizbang''::pg_catalog.regnamespace'
+                '   AND p.partmethod OPERATOR(pg_catalog.=) ''h'''
+                '   AND c.relname OPERATOR(pg_catalog.<>) ''wh_idempotency_keys'''
+           INTO v_groups;
+        item := 'colocation';
+        ok := v_groups OPERATOR(pg_catalog.=) 1;
+        detail := pg_catalog.format('the distributed work tables are in %s colocation group(s); routing needs 1', v_groups);
+        RETURN NEXT;
+    END IF;
+END;
+$$;
+REVOKE ALL ON FUNCTION whizbang.check() FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.check() IS
+    'The install''s consistency, one row per item (distributed, routing privileges, and on a distributed '
+    'install routing rows and colocation): ok, and what to do where it is not.';
+
+-- 0.8.0 to 0.10.0 told application roles to hold SELECT, DELETE on wh_partitions and EXECUTE on
+-- _on_shard (docs/scaleout.md). Routed code runs as the extension's owner since 0.11.0: those
+-- grants only let an application break routing or choose a node's lease token. Taken back.
+DO $$
+DECLARE
+    v_owner oid;
+    v_grantee record;
+BEGIN
+    SELECT e.extowner INTO v_owner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'whizbang';
+    FOR v_grantee IN
+        SELECT DISTINCT a.grantee
+          FROM pg_catalog.pg_class c, LATERAL pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) 'whizbang.wh_partitions'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON whizbang.wh_partitions FROM %s', v_grantee.grantee::pg_catalog.regrole);
+    END LOOP;
+    FOR v_grantee IN
+        SELECT DISTINCT a.grantee
+          FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace
+           AND p.proname OPERATOR(pg_catalog.=) '_on_shard'
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) FROM %s',
+                                  v_grantee.grantee::pg_catalog.regrole);
+    END LOOP;
+END;
+$$;
