@@ -2017,9 +2017,24 @@ COMMENT ON FUNCTION whizbang.check() IS
     'The install''s consistency, one row per item (distributed, routing privileges, and on a distributed '
     'install routing rows and colocation): ok, and what to do where it is not.';
 
--- 0.8.0 to 0.10.0 told application roles to hold SELECT, DELETE on wh_partitions and EXECUTE on
--- _on_shard (docs/scaleout.md). Routed code runs as the extension's owner since 0.11.0: those
--- grants only let an application break routing or choose a node's lease token. Taken back.
+-- _on_shard gains p_shard_anchors: a fan-out's node call names the shards the coordinator routed
+-- to the node, which checks each under its lock (docs/scaleout.md "How a call reaches its node").
+-- Dropping the old signature also takes back any EXECUTE grant on it: 0.8.0 to 0.10.0 told
+-- application roles to hold one, which let them choose a node's lease token.
+DROP FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]);
+CREATE FUNCTION whizbang._on_shard(p_partition integer, p_value anyelement, p_token bigint DEFAULT NULL,
+                                   p_node boolean DEFAULT false, p_partitions integer[] DEFAULT NULL,
+                                   p_shard_anchors integer[] DEFAULT NULL)
+RETURNS anyelement
+    AS 'MODULE_PATHNAME', 'wb_on_shard' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[], integer[]) IS
+    'internal: the first argument of a routed call on a distributed install (0.8.0): returns p_value; the whizbang function it is passed to runs next to the local shards of p_partition (with p_node: splits its work among the shards of this node, p_partitions: those of the rows it names, p_shard_anchors (0.11.0): the shards a fan-out visits here, one partition each) and hands out lease token p_token. Only the extension''s owner calls it: routed calls run on the nodes as the owner.';
+REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[], integer[]) FROM PUBLIC;
+ALTER FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[], integer[]) SET search_path = pg_catalog, pg_temp;
+
+-- 0.8.0 to 0.10.0 told application roles to hold SELECT, DELETE on wh_partitions (the no-op
+-- DELETE that buys two-phase commit). Routed code runs as the extension's owner since 0.11.0:
+-- the grant only lets an application break routing. Taken back.
 DO $$
 DECLARE
     v_owner oid;
@@ -2033,16 +2048,6 @@ BEGIN
            AND a.grantee OPERATOR(pg_catalog.<>) v_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON whizbang.wh_partitions FROM %s', v_grantee.grantee::pg_catalog.regrole);
-    END LOOP;
-    FOR v_grantee IN
-        SELECT DISTINCT a.grantee
-          FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
-         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace
-           AND p.proname OPERATOR(pg_catalog.=) '_on_shard'
-           AND a.grantee OPERATOR(pg_catalog.<>) v_owner AND a.grantee OPERATOR(pg_catalog.<>) 0
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION whizbang._on_shard(integer, anyelement, bigint, boolean, integer[]) FROM %s',
-                                  v_grantee.grantee::pg_catalog.regrole);
     END LOOP;
 END;
 $$;

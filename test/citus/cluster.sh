@@ -54,6 +54,7 @@ shared_preload_libraries = '$preload'
 fsync = ${CITUS_FSYNC:-off}
 max_connections = 200
 max_prepared_transactions = 200
+wal_level = logical   # logical shard moves (test/citus/load.sh)
 citus.log_remote_commands = off
 CONF
     citus_node_ctl "$port" start || { echo "could not start server (port $port)"; cat "$CITUS_DIR/n$port.log"; return 1; }

@@ -7,7 +7,13 @@ of other producers' messages that span partitions on both workers. Workers claim
 set of partitions (p_partition_count 64, worker i takes the partitions p with p % W == i) and
 complete what they claimed. Every acknowledged store and completion is written to a JSON log.
 
-    load.py DSN SECONDS PRODUCERS WORKERS OUT.json [--restart-after S --restart-cmd CMD]
+    load.py DSN SECONDS PRODUCERS WORKERS OUT.json [--event-after S --event-cmd CMD]
+
+--event-after S runs CMD (a shell command) S seconds in: a node restart, or shard moves and
+rebalances (--restart-after / --restart-cmd are the old names). Besides stores and completions
+the log keeps every committed claim (a message claimed in two committed transactions was handed
+to two holders: each completes what it claims, in the claim's transaction, under a 30 s lease)
+and every committed 'new' outcome (an id reported new twice was stored twice).
 """
 import json
 import os
@@ -23,14 +29,15 @@ import psycopg2
 DSN, SECONDS, PRODUCERS, WORKERS, OUT = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 RESTART_AFTER = None
 RESTART_CMD = None
-if "--restart-after" in sys.argv:
-    RESTART_AFTER = float(sys.argv[sys.argv.index("--restart-after") + 1])
-    RESTART_CMD = sys.argv[sys.argv.index("--restart-cmd") + 1]
+for after, cmd in (("--restart-after", "--restart-cmd"), ("--event-after", "--event-cmd")):
+    if after in sys.argv:
+        RESTART_AFTER = float(sys.argv[sys.argv.index(after) + 1])
+        RESTART_CMD = sys.argv[sys.argv.index(cmd) + 1]
 COUNT = 64
 STREAMS_PER_PRODUCER = 4
 stop = threading.Event()
 lock = threading.Lock()
-log = {"stored": {}, "completed": [], "errors": [], "deadlocks": 0, "restarted": False}
+log = {"stored": {}, "completed": [], "errors": [], "deadlocks": 0, "restarted": False, "claimed": [], "new": []}
 
 
 def connect():
@@ -86,7 +93,7 @@ def producer(n):
                 with conn.cursor() as cur:
                     cur.execute("SELECT message_id::text, outcome FROM whizbang.inbox_receive(%s::jsonb, 'load', now(), %s)",
                                 (json.dumps(body), COUNT))
-                    cur.fetchall()
+                    outcomes = cur.fetchall()
                 conn.commit()
             except psycopg2.Error as e:
                 note_error(e)
@@ -95,6 +102,7 @@ def producer(n):
             with lock:
                 for m in body:
                     log["stored"][m["MessageId"]] = m["Envelope"]
+                log["new"].extend(mid for mid, outcome in outcomes if outcome == "new")
             sent.extend(batch)
             break
 
@@ -124,6 +132,8 @@ def worker(i):
             conn = recover(conn)
             continue
         with lock:
+            now = time.time()
+            log["claimed"].extend([mid, i, now, outcomes.get(mid)] for mid, _, _ in claimed)
             for mid, _, env in claimed:
                 if outcomes.get(mid) == "completed":
                     log["completed"].append([mid, env.get("stream"), env.get("seq"), i, time.time()])

@@ -1,7 +1,11 @@
 #include <string>
 #include <unordered_map>
 
+#include <optional>
+
 #include "pg/boundary/args.h"
+#include "pg/boundary/owner.h"
+#include "pg/citus/distributed.h"
 #include "pg/boundary/settings.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
@@ -31,6 +35,11 @@ CachedPlan all_settings_on_shard(
 
 std::string setting_text(const char* key) {
     if (!cache.fresh()) {
+        // On a Citus install the view's reference tables are read through Citus, which checks
+        // the caller's rights on their placements: whizbang reads its settings as the owner
+        // there (docs/scaleout.md "Grants"); on one server as the caller, as documented.
+        std::optional<AsExtensionOwner> owner;
+        if (distributed()) owner.emplace();
         uint64 rows = (in_shard_scope() ? all_settings_on_shard : all_settings).execute({});
         for (uint64 r = 0; r < rows; ++r) {
             bool key_null = false, value_null = false;

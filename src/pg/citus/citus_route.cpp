@@ -3,21 +3,14 @@
 #include <string>
 
 #include "pg/boundary/arrays.h"  // before any PostgreSQL header: it includes src/core
+#include "pg/boundary/owner.h"
 #include "pg/citus/citus_route.h"
 #include "pg/citus/distributed.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
 
 extern "C" {
-#include "access/genam.h"
-#include "access/htup_details.h"
-#include "access/table.h"
-#include "catalog/indexing.h"
-#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
-#include "commands/extension.h"
-#include "miscadmin.h"
-#include "utils/fmgroids.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -46,6 +39,7 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
     std::vector<int64_t> shards(partitions.size(), 0);
     Datum array = int4_array(partitions);
     const bool by_node = !in_node_scope();
+    AsExtensionOwner owner;  // Citus's shard functions want the tables' privileges
     pg_call([&] {
         Oid types[1] = {INT4ARRAYOID};
         Datum values[1] = {array};
@@ -69,28 +63,90 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
     return groups;
 }
 
+namespace {
+
+// The coordinator's routing of a fan-out (a call for every shard): per node, its anchor (the
+// lowest partition the node holds) and one partition per shard it holds, as Citus's metadata
+// placed them when it last changed.
+struct NodeRoutes {
+    unsigned long generation = 0;
+    std::vector<int> anchors;
+    std::map<int, std::vector<int>> shard_anchors;  // node anchor -> one partition per shard
+};
+NodeRoutes node_routes;
+
+void load_node_routes() {
+    std::vector<int> partition_of_row;
+    std::vector<int64_t> shard_of_row, group_of_row;
+    AsExtensionOwner owner;  // Citus's shard functions want the tables' privileges
+    pg_call([&] {
+        // All 10,000 partitions: each one's shard and the group (node) of its placement.
+        int rc = SPI_execute(
+            "SELECT u.p, s.shard, (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
+            "                       WHERE pl.shardid OPERATOR(pg_catalog.=) s.shard LIMIT 1)"
+            "  FROM pg_catalog.generate_series(0, 9999) AS u(p),"
+            "       LATERAL (SELECT pg_catalog.get_shard_id_for_distribution_column("
+            "                   'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p) AS shard) s"
+            " ORDER BY u.p",
+            true, 0);
+        if (rc != SPI_OK_SELECT || SPI_processed != static_cast<uint64>(kDistributedPartitionCount))
+            elog(ERROR, "whizbang: could not read the placements of the work tables' shards");
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool n1 = false, n2 = false, n3 = false;
+            partition_of_row.push_back(DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &n1)));
+            shard_of_row.push_back(DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2, &n2)));
+            Datum g = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 3, &n3);
+            group_of_row.push_back(n3 ? -1 : DatumGetInt64(g));
+        }
+    });
+    std::map<int64_t, int> node_anchor;   // group -> lowest partition
+    std::map<int64_t, int> shard_anchor;  // shard -> lowest partition
+    std::map<int64_t, int64_t> shard_group;
+    for (std::size_t i = 0; i < partition_of_row.size(); ++i) {
+        if (group_of_row[i] < 0)
+            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                           "whizbang: shard " + std::to_string(shard_of_row[i]) + " has no placement",
+                           "", "Retry: a shard operation may be under way.");
+        node_anchor.emplace(group_of_row[i], partition_of_row[i]);
+        shard_anchor.emplace(shard_of_row[i], partition_of_row[i]);
+        shard_group[shard_of_row[i]] = group_of_row[i];
+    }
+    NodeRoutes fresh;
+    for (const auto& [group, anchor] : node_anchor) fresh.anchors.push_back(anchor);
+    for (const auto& [shard, anchor] : shard_anchor) fresh.shard_anchors[node_anchor.at(shard_group.at(shard))].push_back(anchor);
+    node_routes = std::move(fresh);
+}
+
+}  // namespace
+
 std::vector<int> routing_anchors() {
-    // [0]: one partition per node (the coordinator's view); [1]: one per shard, this node's own
-    // (a node call's view). Valid while Citus's metadata of the work tables is unchanged
-    // (distributed.h): a move, split or rebalance drops them at once, never after a delay.
-    static std::vector<int> anchors[2];
-    static unsigned long loaded_under[2] = {0, 0};
-    const int view = in_node_scope() ? 1 : 0;
     (void)distributed();  // takes pending invalidations in
     const unsigned long generation = citus_metadata_generation();
-    if (anchors[view].empty() || loaded_under[view] != generation) {
-        std::vector<int> all(kDistributedPartitionCount);
-        for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
-        // On a node the groups are shards: only those placed here.
-        std::vector<int64_t> here;
-        if (view == 1) here = local_shards("wh_inbox_work");
-        std::vector<int> fresh;
-        for (const auto& [group, positions] : routing_groups(all))
-            if (view == 0 || std::binary_search(here.begin(), here.end(), group)) fresh.push_back(all[positions.front()]);
-        anchors[view] = std::move(fresh);
-        loaded_under[view] = generation;
+    if (in_node_scope()) {
+        // A fan-out node call: exactly the shards the coordinator routed here.
+        if (!node_scope_shard_anchors().empty()) return node_scope_shard_anchors();
+        // Otherwise one partition per shard placed here (a direct call on a node).
+        static std::vector<int> local;
+        static unsigned long local_generation = 0;
+        if (local.empty() || local_generation != generation) {
+            std::vector<int> all(kDistributedPartitionCount);
+            for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
+            const std::vector<int64_t> here = local_shards("wh_inbox_work");
+            std::vector<int> fresh;
+            for (const auto& [group, positions] : routing_groups(all))
+                if (std::binary_search(here.begin(), here.end(), group)) fresh.push_back(all[positions.front()]);
+            local = std::move(fresh);
+            local_generation = generation;
+        }
+        return local;
     }
-    return anchors[view];
+    // Valid while Citus's metadata of the work tables is unchanged (distributed.h): a move, split
+    // or rebalance drops it at once, never after a delay. Stale routing is caught on the nodes.
+    if (node_routes.anchors.empty() || node_routes.generation != generation) {
+        load_node_routes();
+        node_routes.generation = generation;
+    }
+    return node_routes.anchors;
 }
 
 int64_t coordinator_lease_token() {
@@ -100,50 +156,6 @@ int64_t coordinator_lease_token() {
     bool isnull = false;
     return DatumGetInt64(spi_value(0, 1, &isnull));
 }
-
-namespace {
-
-// The role that owns the extension (pg_extension.extowner).
-Oid extension_owner_unguarded() {
-    Oid extension = get_extension_oid("whizbang", false);
-    Relation rel = table_open(ExtensionRelationId, AccessShareLock);
-    ScanKeyData key;
-    ScanKeyInit(&key, Anum_pg_extension_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(extension));
-    SysScanDesc scan = systable_beginscan(rel, ExtensionOidIndexId, true, nullptr, 1, &key);
-    HeapTuple tuple = systable_getnext(scan);
-    if (!HeapTupleIsValid(tuple)) elog(ERROR, "whizbang: extension whizbang not found");
-    Oid owner = reinterpret_cast<Form_pg_extension>(GETSTRUCT(tuple))->extowner;
-    systable_endscan(scan);
-    table_close(rel, AccessShareLock);
-    return owner;
-}
-
-// For its life, the current user is the extension's owner, as inside a SECURITY DEFINER
-// function. The caller's privileges were checked once, here on the coordinator: PostgreSQL
-// checked EXECUTE on the whizbang function it called (docs/scaleout.md "Grants"). The router
-// query, the connections Citus opens for it (per user) and the code on the nodes then run as
-// the owner, so an application role needs no privilege on the nodes, none on the routing rows
-// (wh_partitions) and none on whizbang._on_shard, which alone can choose a node's lease token.
-// An error restores the caller too: the destructor runs while the C++ side unwinds, and the
-// (sub)transaction's abort would.
-class AsExtensionOwner {
-public:
-    AsExtensionOwner() {
-        pg_call([&] {
-            GetUserIdAndSecContext(&user_, &context_);
-            SetUserIdAndSecContext(extension_owner_unguarded(), context_ | SECURITY_LOCAL_USERID_CHANGE);
-        });
-    }
-    ~AsExtensionOwner() { SetUserIdAndSecContext(user_, context_); }
-    AsExtensionOwner(const AsExtensionOwner&) = delete;
-    AsExtensionOwner& operator=(const AsExtensionOwner&) = delete;
-
-private:
-    Oid user_ = InvalidOid;
-    int context_ = 0;
-};
-
-}  // namespace
 
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token,
@@ -167,8 +179,10 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
                               " SELECT r.* FROM whizbang.wh_partitions a LEFT JOIN LATERAL (SELECT f.*, true AS wb_answered"
                               " FROM whizbang.";
     sql += function;
+    const std::string shard_anchors_param = "$" + std::to_string(values.size() + 4);
     sql += local ? "(whizbang._on_shard($1, $2, " + token_param + ", false)"
-                 : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param + ")";
+                 : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param + ", " +
+                       shard_anchors_param + ")";
     for (std::size_t i = 1; i < values.size(); ++i) sql += ", $" + std::to_string(i + 2);
     sql += local ? ") AS r" : ") AS f) AS r ON true WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
 
@@ -185,7 +199,19 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
         all_types.push_back(INT4ARRAYOID);
         all_values.push_back(row_partitions ? int4_array(*row_partitions) : (Datum)0);
         all_nulls += row_partitions ? ' ' : 'n';
+        // A fan-out's call of a node (its anchor): the node's shards as routed here.
+        auto shards = node_routes.generation == citus_metadata_generation() ? node_routes.shard_anchors.find(partition)
+                                                                             : node_routes.shard_anchors.end();
+        const bool fan_out = shards != node_routes.shard_anchors.end() && !row_partitions;
+        all_types.push_back(INT4ARRAYOID);
+        all_values.push_back(fan_out ? int4_array(shards->second) : (Datum)0);
+        all_nulls += fan_out ? ' ' : 'n';
     }
+    // The caller's privileges were checked once, here on the coordinator: PostgreSQL checked
+    // EXECUTE on the whizbang function it called. The router query, the connections Citus opens
+    // for it (per user) and the code on the nodes then run as the owner, so an application role
+    // needs no privilege on the nodes, none on the routing rows (wh_partitions) and none on
+    // whizbang._on_shard, which alone can choose a node's lease token.
     std::optional<AsExtensionOwner> owner;
     if (!local) owner.emplace();
     try {
@@ -312,16 +338,18 @@ void require_distributed_partition_count(int count) {
 
 using namespace whizbang::pg;
 
-// _on_shard(p_partition integer, p_value anyelement, p_token bigint, p_node boolean) RETURNS
-// anyelement: the first argument of a routed call (citus_route.h). Returns p_value; the next
+// _on_shard(p_partition integer, p_value anyelement, p_token bigint, p_node boolean,
+// p_partitions integer[], p_shard_anchors integer[]) RETURNS anyelement: the first argument of a routed call (citus_route.h). Returns p_value; the next
 // whizbang function called runs in the shard scope of p_partition (shard_scope.h), or, with
 // p_node, for the whole node, handing out p_token if it leases.
 WB_FUNCTION(wb_on_shard) {
     if (PG_ARGISNULL(0)) throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partition must not be NULL");
-    std::vector<int> partitions;
+    std::vector<int> partitions, shard_anchors;
     if (PG_NARGS() > 4 && !PG_ARGISNULL(4)) partitions = int4_array_values(PG_GETARG_DATUM(4));
+    if (PG_NARGS() > 5 && !PG_ARGISNULL(5)) shard_anchors = int4_array_values(PG_GETARG_DATUM(5));
     set_pending_shard(PG_GETARG_INT32(0), PG_NARGS() > 2 && !PG_ARGISNULL(2) ? PG_GETARG_INT64(2) : 0,
-                      PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3), std::move(partitions));
+                      PG_NARGS() > 3 && !PG_ARGISNULL(3) && PG_GETARG_BOOL(3), std::move(partitions),
+                      std::move(shard_anchors));
     if (PG_ARGISNULL(1)) PG_RETURN_NULL();
     PG_RETURN_DATUM(PG_GETARG_DATUM(1));
 }

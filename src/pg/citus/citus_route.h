@@ -26,9 +26,12 @@ void caller_arguments(FunctionCallInfo fcinfo, std::vector<Datum>& values, std::
 // wait for each other at most. Needs an open SPI connection (one query to Citus's metadata).
 std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions);
 
-// One partition per routing group of the work tables' shards (see routing_groups: each node on
-// the coordinator, each local shard on a node): a call for each reaches every shard once. Cached
-// until Citus's metadata of the work tables changes (distributed.h citus_metadata_generation).
+// One partition per routing group of the work tables' shards: on the coordinator one per node
+// (its lowest partition), on a node one per shard the coordinator routed to it (a fan-out's node
+// call carries them, set_pending_shard), else one per shard placed here. A call for each reaches
+// every shard exactly once: routed_call hands each node its shards, and the node checks each
+// under its lock (lock_local_placement), so a move in between is a retryable error. Cached until
+// Citus's metadata of the work tables changes (distributed.h citus_metadata_generation).
 std::vector<int> routing_anchors();
 
 // Runs whizbang.<function>(args) on the node that holds `partition`'s shard, args[0] passed

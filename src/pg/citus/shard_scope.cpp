@@ -1,3 +1,4 @@
+#include "pg/boundary/arrays.h"  // before any PostgreSQL header: it includes src/core
 #include "pg/citus/shard_scope.h"
 
 #include <cstring>
@@ -30,6 +31,7 @@ struct Scope {
     int64_t token = 0;
     bool node = false;  // a node call: no shard of its own (in_node_scope)
     std::vector<int> partitions;  // a node call's partitions of the rows it names
+    std::vector<int> shard_anchors;  // a fan-out node call's shards, one partition each
     std::map<std::string, int64_t> shards;
 };
 
@@ -40,6 +42,7 @@ struct Pending {
     int64_t token;
     bool node;
     std::vector<int> partitions;
+    std::vector<int> shard_anchors;
 };
 std::optional<Pending> pending;
 std::vector<Scope> active;  // innermost last
@@ -284,6 +287,37 @@ std::vector<int64_t> local_shards(const char* table) {
     return shards;
 }
 
+std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, const char* table) {
+    std::vector<int64_t> shards;
+    if (partitions.empty()) return shards;
+    uint64 count = 0;
+    int64* found = nullptr;
+    Datum relname = pg_call([&] { return CStringGetTextDatum(psprintf("whizbang.%s", table)); });
+    Datum array = int4_array(partitions);
+    pg_call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+        Oid types[2] = {TEXTOID, INT4ARRAYOID};
+        Datum values[2] = {relname, array};
+        int rc = SPI_execute_with_args(
+            "SELECT pg_catalog.get_shard_id_for_distribution_column(pg_catalog.to_regclass($1), u.p)"
+            "  FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+            2, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading the shards of %s failed", table);
+        found = static_cast<int64*>(SPI_palloc(sizeof(int64) * (SPI_processed + 1)));
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool isnull = false;
+            found[count++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
+        }
+        SPI_finish();
+    });
+    shards.assign(found, found + count);
+    pg_call([&] { pfree(found); });
+    if (shards.size() != partitions.size())
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: could not find the shards of " + std::to_string(partitions.size()) +
+                                                   " partitions");
+    return shards;
+}
+
 std::vector<int64_t> idempotency_shards_of_first_local_shard() {
     if (!in_shard_scope()) return {};
     const std::vector<int64_t> work = local_shards("wh_inbox_work");
@@ -311,6 +345,7 @@ ShardScopeEntry::ShardScopeEntry() {
         scope.partition = p.partition;
         scope.node = true;
         scope.partitions = p.partitions;
+        scope.shard_anchors = p.shard_anchors;
     } else {
         scope = load_scope(p.partition);
     }
@@ -328,8 +363,14 @@ const std::vector<int>& node_scope_partitions() {
     return in_node_scope() ? active.back().partitions : none;
 }
 
-void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions) {
-    pending = Pending{partition, token, node, std::move(partitions)};
+void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions,
+                       std::vector<int> shard_anchors) {
+    pending = Pending{partition, token, node, std::move(partitions), std::move(shard_anchors)};
+}
+
+const std::vector<int>& node_scope_shard_anchors() {
+    static const std::vector<int> none;
+    return in_node_scope() ? active.back().shard_anchors : none;
 }
 
 void shard_scope_at_xact(XactEvent event) { forget_pending(event); }

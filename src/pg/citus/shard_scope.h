@@ -47,13 +47,24 @@ Oid whizbang_relid_unguarded(const char* name);
 // runs in the shard scope of `partition`.
 // `partitions`: a node call's partitions of the rows it names, in argument order (the
 // coordinator looked them up), so the node can split the call without a distributed query.
-void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions);
+// `shard_anchors`: a fan-out node call's shards as the coordinator routed them, one partition
+// each (citus_route.h routing_anchors): the node visits exactly these, each under its lock and
+// placement check, never its own list, so a shard that moved between the coordinator's routing
+// and the node's work is an error (40001), never a shard visited twice or not at all.
+void set_pending_shard(int partition, int64_t token, bool node, std::vector<int> partitions,
+                       std::vector<int> shard_anchors = {});
+
+// A fan-out node call's shards (see set_pending_shard); empty if none were given.
+const std::vector<int>& node_scope_shard_anchors();
 
 // A node call's partitions of the rows it names (see set_pending_shard); empty if none given.
 const std::vector<int>& node_scope_partitions();
 
 // The shard ids of whizbang.<table> placed on this node, ascending (Citus's metadata).
 std::vector<int64_t> local_shards(const char* table);
+
+// The shard ids of whizbang.<table> that hold `partitions`, in their order (Citus's metadata).
+std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, const char* table = "wh_inbox_work");
 
 // The shards of wh_idempotency_keys (a colocation group of its own) placed on this node, when
 // the current routed call is for this node's first shard of the work tables; else none. Lets

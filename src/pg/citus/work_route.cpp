@@ -30,7 +30,16 @@ CachedPlan partitions_plan[2] = {
 // inside one): the ids' work rows in this node's own shards, one statement over all of them.
 uint64 find_on_this_node(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
     const char* table = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
-    const std::vector<int64_t> shards = local_shards(table);
+    // The shards the coordinator routed here, each locked and checked before it is read: a
+    // shard that moved away is an error, not a row reported not_found.
+    std::vector<int64_t> shards;
+    const std::vector<int> anchors = routing_anchors();
+    std::vector<int64_t> work_shards = shards_of_partitions(anchors);
+    for (std::size_t i = 0; i < anchors.size(); ++i) {
+        lock_local_placement(work_shards[i], anchors[i]);
+        shards.push_back(work_shards[i]);
+    }
+    if (source == Source::outbox) shards = shards_of_partitions(anchors, "wh_outbox_work");
     if (shards.empty()) return 0;
     std::string sql;
     for (int64_t shard : shards) {
