@@ -115,7 +115,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION whizbang._capability_grants() FROM PUBLIC;
 COMMENT ON FUNCTION whizbang._capability_grants() IS
-    'The grants of each capability that whizbang.grant_worker and whizbang.grant_admin apply (docs/security.md).';
+    'internal: the grants of each capability that whizbang.grant_worker and whizbang.grant_admin apply (docs/security.md).';
 
 -- Applies the grants of `p_capabilities` to `p_role`. Runs as the caller, who must be able to
 -- grant them (the extension's owner, a superuser). One statement: all of it or, on an error,
@@ -178,6 +178,8 @@ BEGIN
 END;
 $$;
 REVOKE ALL ON FUNCTION whizbang._grant_capabilities(regrole, text[], text[]) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang._grant_capabilities(regrole, text[], text[]) IS
+    'internal: applies the grants of p_capabilities (each one of p_allowed) to p_role for grant_worker and grant_admin; returns the statements.';
 
 CREATE FUNCTION whizbang.grant_worker(p_role regrole,
     p_capabilities text[] DEFAULT ARRAY['dedup', 'idempotency', 'inbox', 'outbox', 'relay'])

@@ -144,12 +144,13 @@ threads += [threading.Thread(target=worker, args=(i,)) for i in range(WORKERS)]
 for t in threads:
     t.start()
 start = time.time()
-if RESTART_AFTER is not None:
-    time.sleep(RESTART_AFTER)
-    subprocess.run(RESTART_CMD, shell=True, check=True)
-    log["restarted"] = True
-time.sleep(max(0, SECONDS - (time.time() - start)))
-stop.set()
+try:
+    if RESTART_AFTER is not None:
+        time.sleep(RESTART_AFTER)
+        log["restarted"] = subprocess.run(RESTART_CMD, shell=True).returncode == 0
+    time.sleep(max(0, SECONDS - (time.time() - start)))
+finally:
+    stop.set()
 for t in threads:
     t.join()
 with open(OUT, "w") as f:

@@ -36,21 +36,15 @@ void caller_arguments(FunctionCallInfo fcinfo, std::vector<Datum>& values, std::
 std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int>& partitions) {
     std::map<int64_t, std::vector<std::size_t>> groups;
     if (partitions.empty()) return groups;
-    std::vector<int64_t> shards(partitions.size(), 0);
     Datum array = int4_array(partitions);
-    const bool by_node = !in_node_scope();
     AsExtensionOwner owner;  // Citus's shard functions want the tables' privileges
+    std::vector<int64_t> shards(partitions.size(), 0);
     pg_call([&] {
         Oid types[1] = {INT4ARRAYOID};
         Datum values[1] = {array};
-        // The coordinator groups by node (the shard's placement's group), a node by shard.
         int rc = SPI_execute_with_args(
-            by_node ? "SELECT (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
-                      "         WHERE pl.shardid OPERATOR(pg_catalog.=) pg_catalog.get_shard_id_for_distribution_column("
-                      "                 'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p) LIMIT 1)"
-                      "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i"
-                    : "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
-                      "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+            "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
+            "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
             1, types, values, nullptr, true, 0);
         if (rc != SPI_OK_SELECT || SPI_processed != partitions.size())
             elog(ERROR, "whizbang: could not find the shards of %zu partitions", partitions.size());
@@ -59,7 +53,36 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
             shards[r] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
         }
     });
-    for (std::size_t i = 0; i < partitions.size(); ++i) groups[shards[i]].push_back(i);
+    if (in_node_scope()) {
+        // A node groups by shard (each part then locks and checks its shard).
+        for (std::size_t i = 0; i < partitions.size(); ++i) groups[shards[i]].push_back(i);
+        return groups;
+    }
+    // The coordinator locks the shards first, as Citus does for its own writes, then groups by
+    // node (the group of the shard's placement) as placed under those locks.
+    std::vector<int64_t> distinct = shards;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    lock_shards_here(distinct);
+    std::map<int64_t, int64_t> node_of;
+    Datum shard_array = int8_array(distinct);
+    pg_call([&] {
+        Oid types[1] = {INT8ARRAYOID};
+        Datum values[1] = {shard_array};
+        int rc = SPI_execute_with_args(
+            "SELECT (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
+            "         WHERE pl.shardid OPERATOR(pg_catalog.=) u.s LIMIT 1)"
+            "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(s, i) ORDER BY u.i",
+            1, types, values, nullptr, true, 0);
+        if (rc != SPI_OK_SELECT || SPI_processed != distinct.size())
+            elog(ERROR, "whizbang: could not find the placements of %zu shards", distinct.size());
+        for (uint64 r = 0; r < SPI_processed; ++r) {
+            bool isnull = false;
+            Datum g = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
+            node_of[distinct[r]] = isnull ? -1 : DatumGetInt64(g);
+        }
+    });
+    for (std::size_t i = 0; i < partitions.size(); ++i) groups[node_of.at(shards[i])].push_back(i);
     return groups;
 }
 
@@ -72,6 +95,7 @@ struct NodeRoutes {
     unsigned long generation = 0;
     std::vector<int> anchors;
     std::map<int, std::vector<int>> shard_anchors;  // node anchor -> one partition per shard
+    std::vector<int64_t> shards;                     // every shard, ascending
 };
 NodeRoutes node_routes;
 
@@ -113,6 +137,7 @@ void load_node_routes() {
     }
     NodeRoutes fresh;
     for (const auto& [group, anchor] : node_anchor) fresh.anchors.push_back(anchor);
+    for (const auto& [shard, anchor] : shard_anchor) fresh.shards.push_back(shard);
     for (const auto& [shard, anchor] : shard_anchor) fresh.shard_anchors[node_anchor.at(shard_group.at(shard))].push_back(anchor);
     node_routes = std::move(fresh);
 }
@@ -145,6 +170,19 @@ std::vector<int> routing_anchors() {
     if (node_routes.anchors.empty() || node_routes.generation != generation) {
         load_node_routes();
         node_routes.generation = generation;
+    }
+    // Every shard is locked here first, as Citus locks the shards of its own writes on the
+    // coordinator before it reaches the nodes: a move waits for this transaction here, before it
+    // locks anything on a node, so a move and a call never wait for each other crosswise. A move
+    // that committed before the locks changed the metadata: route anew (once is enough, the
+    // locks now hold every shard in place).
+    {
+        AsExtensionOwner owner;
+        lock_shards_here(node_routes.shards);
+    }
+    if (distributed() && node_routes.generation != citus_metadata_generation()) {
+        load_node_routes();
+        node_routes.generation = citus_metadata_generation();
     }
     return node_routes.anchors;
 }

@@ -18,6 +18,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 }
@@ -166,6 +167,21 @@ const std::pair<const char*, const char*> kConflictTargets[] = {
 };
 
 }  // namespace
+
+void lock_shards_here(const std::vector<int64_t>& shards) {
+    if (shards.empty()) return;
+    Datum array = int8_array(shards);
+    pg_call([&] {
+        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
+        Oid types[1] = {INT8ARRAYOID};
+        Datum values[1] = {array};
+        int rc = SPI_execute_with_args("SELECT pg_catalog.lock_shard_metadata(5, $1)", 1, types, values, nullptr, false, 0);
+        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not lock the metadata of %zu shards", shards.size());
+        SPI_finish();
+        // A move that committed while this waited changed the metadata: take its invalidation in.
+        AcceptInvalidationMessages();
+    });
+}
 
 void lock_local_placement(int64_t shard, int partition) {
     const bool local = pg_call([&] {

@@ -71,6 +71,12 @@ std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, co
 // a per-shard fan-out (perform_maintenance) visit each node's keys exactly once.
 std::vector<int64_t> idempotency_shards_of_first_local_shard();
 
+// Citus's metadata locks of `shards` (ascending), share mode, till the end of the transaction,
+// here: the coordinator's side of a routed call takes them before it routes, as Citus's own
+// writes lock their shards on the coordinator before they reach the nodes. Needs the rights of
+// the tables' owner (AsExtensionOwner).
+void lock_shards_here(const std::vector<int64_t>& shards);
+
 // Takes Citus's metadata lock of `shard` as Citus's own writes do (share mode, till the end of
 // the transaction), so a move, split or rebalance of its colocation group waits for this
 // transaction, or this call for the operation; then, under the lock, checks the latest committed
