@@ -192,7 +192,8 @@ $$;
 REVOKE ALL ON FUNCTION whizbang.grant_worker(regrole, text[]) FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.grant_worker(regrole, text[]) IS
     'Grants p_role what the application capabilities need (dedup, idempotency, inbox, outbox, relay; '
-    'default: all) and returns the GRANT statements it ran. The caller must be able to grant them.';
+    'default: all) and returns the GRANT statements it ran. The caller must be able to grant them. '
+    'Errors: 22004 null p_role or no capability, 22023 unknown capability, 42501 the caller may not grant.';
 
 CREATE FUNCTION whizbang.grant_admin(p_role regrole,
     p_capabilities text[] DEFAULT ARRAY['dead_letters', 'settings', 'policies', 'maintenance', 'monitor'])
@@ -205,7 +206,8 @@ $$;
 REVOKE ALL ON FUNCTION whizbang.grant_admin(regrole, text[]) FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.grant_admin(regrole, text[]) IS
     'Grants p_role what the operator capabilities need (dead_letters, settings, policies, maintenance, '
-    'monitor; default: all) and returns the GRANT statements it ran. The caller must be able to grant them.';
+    'monitor; default: all) and returns the GRANT statements it ran. The caller must be able to grant them. '
+    'Errors: 22004 null p_role or no capability, 22023 unknown capability, 42501 the caller may not grant.';
 
 -- The install's consistency as whizbang sees it: one row per item, ok or not, and why.
 CREATE FUNCTION whizbang.check()
@@ -234,7 +236,8 @@ BEGIN
                    ELSE 'a single server' END;
     RETURN NEXT;
 
-    -- Every privilege on the routing state held by a role that is not the extension's owner.
+    -- Every privilege that changes the routing state (reading wh_partitions is harmless: a
+    -- monitoring role's check() does), held by a role that is not the extension's owner.
     SELECT pg_catalog.array_agg(DISTINCT h ORDER BY h) INTO v_holders FROM (
         SELECT pg_catalog.format('%s on wh_partitions: %s',
                    CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
@@ -242,6 +245,7 @@ BEGIN
           FROM pg_catalog.pg_class c, LATERAL pg_catalog.aclexplode(c.relacl) a
          WHERE c.oid OPERATOR(pg_catalog.=) 'whizbang.wh_partitions'::pg_catalog.regclass
            AND a.grantee OPERATOR(pg_catalog.<>) v_owner
+           AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT'
         UNION ALL
         SELECT pg_catalog.format('%s on %s: EXECUTE',
                    CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
@@ -293,7 +297,8 @@ $$;
 REVOKE ALL ON FUNCTION whizbang.check() FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.check() IS
     'The install''s consistency, one row per item (distributed, routing privileges, and on a distributed '
-    'install routing rows and colocation): ok, and what to do where it is not.';
+    'install routing rows and colocation): ok, and what to do where it is not. '
+    'Errors: 42501 a role that may not read wh_partitions (on a distributed install).';
 
 -- _on_shard gains p_shard_anchors: a fan-out's node call names the shards the coordinator routed
 -- to the node, which checks each under its lock (docs/scaleout.md "How a call reaches its node").

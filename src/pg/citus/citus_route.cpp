@@ -10,7 +10,14 @@
 #include "pg/boundary/spi.h"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_proc.h"
+#include "utils/catcache.h"
+#include "utils/inval.h"
+#include "utils/resowner.h"
+#include "utils/syscache.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -195,6 +202,38 @@ int64_t coordinator_lease_token() {
     return DatumGetInt64(spi_value(0, 1, &isnull));
 }
 
+namespace {
+
+// Whether whizbang._on_shard takes p_shard_anchors (0.11.0): a library newer than the
+// extension's SQL (installed, not yet ALTER EXTENSION ... UPDATEd) keeps routing the 0.10.0 way.
+// Dropped with any change of pg_proc, so an update in another session is seen at once.
+bool shard_anchors_known = false;
+bool shard_anchors_taken = false;
+void forget_on_shard(Datum, int, uint32) { shard_anchors_known = false; }
+
+bool on_shard_takes_shard_anchors() {
+    static bool registered = false;
+    pg_call([&] {
+        if (!registered) {
+            CacheRegisterSyscacheCallback(PROCOID, forget_on_shard, (Datum)0);
+            registered = true;
+        }
+        if (shard_anchors_known) return;
+        Oid ns = get_namespace_oid("whizbang", false);
+        CatCList* list = SearchSysCacheList1(PROCNAMEARGSNSP, CStringGetDatum("_on_shard"));
+        shard_anchors_taken = false;
+        for (int i = 0; i < list->n_members; ++i) {
+            Form_pg_proc proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(&list->members[i]->tuple));
+            if (proc->pronamespace == ns && proc->pronargs >= 6) shard_anchors_taken = true;
+        }
+        ReleaseSysCacheList(list);
+        shard_anchors_known = true;
+    });
+    return shard_anchors_taken;
+}
+
+}  // namespace
+
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token,
                    const std::vector<int>* row_partitions) {
@@ -217,9 +256,10 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
                               " SELECT r.* FROM whizbang.wh_partitions a LEFT JOIN LATERAL (SELECT f.*, true AS wb_answered"
                               " FROM whizbang.";
     sql += function;
-    const std::string shard_anchors_param = "$" + std::to_string(values.size() + 4);
+    const bool with_shard_anchors = !local && on_shard_takes_shard_anchors();
+    const std::string shard_anchors_param = with_shard_anchors ? ", $" + std::to_string(values.size() + 4) : "";
     sql += local ? "(whizbang._on_shard($1, $2, " + token_param + ", false)"
-                 : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param + ", " +
+                 : "(whizbang._on_shard(a.partition_number, $2, " + token_param + ", true, " + partitions_param +
                        shard_anchors_param + ")";
     for (std::size_t i = 1; i < values.size(); ++i) sql += ", $" + std::to_string(i + 2);
     sql += local ? ") AS r" : ") AS f) AS r ON true WHERE a.partition_number OPERATOR(pg_catalog.=) $1";
@@ -238,12 +278,14 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
         all_values.push_back(row_partitions ? int4_array(*row_partitions) : (Datum)0);
         all_nulls += row_partitions ? ' ' : 'n';
         // A fan-out's call of a node (its anchor): the node's shards as routed here.
-        auto shards = node_routes.generation == citus_metadata_generation() ? node_routes.shard_anchors.find(partition)
-                                                                             : node_routes.shard_anchors.end();
+        // Also when the routing has gone stale since: the node checks each shard under its lock.
+        auto shards = node_routes.shard_anchors.find(partition);
         const bool fan_out = shards != node_routes.shard_anchors.end() && !row_partitions;
-        all_types.push_back(INT4ARRAYOID);
-        all_values.push_back(fan_out ? int4_array(shards->second) : (Datum)0);
-        all_nulls += fan_out ? ' ' : 'n';
+        if (with_shard_anchors) {
+            all_types.push_back(INT4ARRAYOID);
+            all_values.push_back(fan_out ? int4_array(shards->second) : (Datum)0);
+            all_nulls += fan_out ? ' ' : 'n';
+        }
     }
     // The caller's privileges were checked once, here on the coordinator: PostgreSQL checked
     // EXECUTE on the whizbang function it called. The router query, the connections Citus opens
@@ -278,6 +320,41 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
     } catch (...) {
         // A routed part that failed may have found its shard moved: route anew next time.
         forget_citus_routing();
+        throw;
+    }
+}
+
+std::optional<uint64> routed_call_if_reachable(int partition, const char* function, const std::vector<Oid>& types,
+                                              const std::vector<Datum>& values, const std::vector<char>& nulls,
+                                              int64_t token) {
+    MemoryContext context = CurrentMemoryContext;
+    ResourceOwner resources = CurrentResourceOwner;
+    auto leave = [&](bool commit) {
+        pg_call([&] {
+            if (commit)
+                ReleaseCurrentSubTransaction();
+            else
+                RollbackAndReleaseCurrentSubTransaction();
+            MemoryContextSwitchTo(context);
+            CurrentResourceOwner = resources;
+        });
+    };
+    pg_call([&] {
+        BeginInternalSubTransaction(nullptr);
+        MemoryContextSwitchTo(context);
+    });
+    try {
+        const uint64 rows = routed_call(partition, function, types, values, nulls, token);
+        leave(true);
+        return rows;
+    } catch (const PgError& e) {
+        const int code = e.data() ? e.data()->sqlerrcode : 0;
+        leave(false);
+        // Citus reports a node it cannot reach as connection_failure (class 08).
+        if (ERRCODE_TO_CATEGORY(code) != ERRCODE_CONNECTION_EXCEPTION) throw;
+        return std::nullopt;
+    } catch (...) {
+        leave(false);
         throw;
     }
 }

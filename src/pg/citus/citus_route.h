@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "pg/boundary/bridge.h"
@@ -44,6 +45,14 @@ std::vector<int> routing_anchors();
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token = 0,
                    const std::vector<int>* row_partitions = nullptr);
+
+// routed_call inside a subtransaction: when the node cannot be reached (Citus's connection
+// failure, class 08) the subtransaction is rolled back and the answer is nullopt, so a call that
+// visits every node can go on with the others (docs/scaleout.md "A node down"); any other error
+// is raised. Nothing of the unreachable node's part was done.
+std::optional<uint64> routed_call_if_reachable(int partition, const char* function, const std::vector<Oid>& types,
+                                              const std::vector<Datum>& values, const std::vector<char>& nulls,
+                                              int64_t token = 0);
 
 // routed_call of a function that returns one integer (a count): that count (NULL: 0).
 int routed_count(int partition, const char* function, const std::vector<Oid>& types,

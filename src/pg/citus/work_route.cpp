@@ -1,9 +1,11 @@
 #include <map>
+#include <optional>
 
 #include "core/partition.h"
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
 #include "pg/citus/citus_route.h"
+#include "pg/citus/claim_memory.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
 #include "pg/citus/work_route.h"
@@ -61,6 +63,9 @@ uint64 find_on_this_node(Source source, const std::vector<core::Uuid>& ids, cons
 // node: to one of the node's), whose shard answers for it as a single server would
 // (not_found, ...). Needs an open SPI connection.
 std::vector<int> partitions_of(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
+    // A node call of a coordinator that knew every id's partition (claim_memory.h).
+    if (const std::vector<int>& given = node_scope_partitions(); in_node_scope() && given.size() == ids.size())
+        return given;
     std::map<core::Uuid, int> found;
     uint64 rows = in_node_scope()
                       ? find_on_this_node(source, ids, consumer)
@@ -93,6 +98,18 @@ void part_arguments(FunctionCallInfo fcinfo, const std::vector<Oid>& types, cons
     }
 }
 
+// The partition of every id, when claims of this backend handed them all out; else none.
+std::optional<std::vector<int>> claimed_partitions(Source source, const std::vector<core::Uuid>& ids) {
+    std::vector<int> partitions;
+    partitions.reserve(ids.size());
+    for (const core::Uuid& id : ids) {
+        std::optional<int> p = claimed_partition(source, id);
+        if (!p) return std::nullopt;
+        partitions.push_back(*p);
+    }
+    return partitions;
+}
+
 }  // namespace
 
 void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source, const std::vector<core::Uuid>& ids,
@@ -102,6 +119,27 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     if (!in_node_scope()) {
+        if (std::optional<std::vector<int>> known = claimed_partitions(source, ids)) {
+            // Every id was handed out by a claim of this backend: to the nodes that hold them only.
+            std::vector<RoutedRow> out;
+            for (const auto& [node, positions] : routing_groups(*known)) {
+                std::vector<Datum> values;
+                std::vector<char> nulls;
+                part_arguments(fcinfo, types, positions, values, nulls);
+                std::vector<int> theirs;
+                for (std::size_t i : positions) theirs.push_back((*known)[i]);
+                uint64 rows = routed_call(theirs.front(), function, types, values, nulls, 0, &theirs);
+                if (rows != positions.size())
+                    throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                                   "whizbang: node " + std::to_string(node) + " answered " + std::to_string(rows) +
+                                       " rows for " + std::to_string(positions.size()) + " ids",
+                                   "Nothing of the call was written.", "whizbang.check() reports the routing state.");
+                for (uint64 r = 0; r < rows; ++r) out.push_back(copy_routed_row(r, rsinfo->setDesc, positions[r]));
+            }
+            spi.finish();
+            put_in_order(rsinfo, out);
+            return;
+        }
         // The coordinator: the whole call to every node, which looks its rows up in its own
         // shards (cheaper than a query Citus sends to every shard); per id, the answer of the
         // node that has the row, else not_found.
@@ -115,8 +153,10 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
         for (int anchor : routing_anchors()) {
             uint64 rows = routed_call(anchor, function, types, values, nulls);
             if (rows != ids.size())
-                throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: a node answered " + std::to_string(rows) +
-                                                           " rows for " + std::to_string(ids.size()) + " ids");
+                throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                               "whizbang: a node answered " + std::to_string(rows) + " rows for " +
+                                   std::to_string(ids.size()) + " ids",
+                               "Nothing of the call was written.", "whizbang.check() reports the routing state.");
             for (uint64 r = 0; r < rows; ++r) {
                 bool isnull = false;
                 const bool found = text_from_datum(spi_value(r, 2, &isnull)) != "not_found";
@@ -137,9 +177,10 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
         part_arguments(fcinfo, types, positions, values, nulls);
         uint64 rows = routed_call(partitions[positions.front()], function, types, values, nulls);
         if (rows != positions.size())
-            throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: shard " + std::to_string(shard) + " answered " +
-                                                       std::to_string(rows) + " rows for " +
-                                                       std::to_string(positions.size()) + " ids");
+            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                           "whizbang: shard " + std::to_string(shard) + " answered " + std::to_string(rows) +
+                               " rows for " + std::to_string(positions.size()) + " ids",
+                           "Nothing of the call was written.", "whizbang.check() reports the routing state.");
         for (uint64 r = 0; r < rows; ++r) out.push_back(copy_routed_row(r, rsinfo->setDesc, positions[r]));
     }
     spi.finish();
@@ -152,6 +193,22 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
     SpiConnection spi;
     int done = 0;
     if (!in_node_scope()) {
+        if (std::optional<std::vector<int>> known = claimed_partitions(Source::outbox, ids)) {
+            // Every id was handed out by a claim of this backend: to the nodes that hold them only.
+            for (const auto& [node, positions] : routing_groups(*known)) {
+                std::vector<core::Uuid> mine;
+                std::vector<int> theirs;
+                for (std::size_t i : positions) {
+                    mine.push_back(ids[i]);
+                    theirs.push_back((*known)[i]);
+                }
+                std::vector<Datum> values{uuid_array(mine), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
+                std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};
+                done += routed_count(theirs.front(), "complete_outbox_published", types, values, nulls, &theirs);
+            }
+            spi.finish();
+            return done;
+        }
         // The coordinator: the ids to every node; each completes those in its shards.
         std::vector<Datum> values{uuid_array(ids), PG_ARGISNULL(1) ? (Datum)0 : PG_GETARG_DATUM(1)};
         std::vector<char> nulls{' ', PG_ARGISNULL(1) ? 'n' : ' '};

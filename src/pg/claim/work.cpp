@@ -21,6 +21,7 @@
 #include "pg/claim/work.h"
 
 #include "pg/citus/citus_route.h"
+#include "pg/citus/claim_memory.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/wait/work_wait.h"
 
@@ -266,6 +267,7 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     // behind the others; by the token, so that the same calls meet the same order.
     const std::size_t first = parts.empty() ? 0 : static_cast<std::size_t>(token % static_cast<int64_t>(parts.size()));
     int handed = 0;
+    int unreachable = 0;
     for (std::size_t k = 0; k < parts.size() && handed < max_rows; ++k) {
         const auto& [anchor, mine] = parts[(first + k) % parts.size()];
         std::vector<Datum> values;
@@ -283,11 +285,36 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
             });
             nulls[9] = ' ';
         }
-        uint64 rows = routed_call(anchor, "claim_work", types, values, nulls, token);
+        // Without p_partitions a claim takes what the reachable nodes have (docs/scaleout.md).
+        uint64 rows = 0;
+        if (partitions) {
+            rows = routed_call(anchor, "claim_work", types, values, nulls, token);
+        } else if (std::optional<uint64> got = routed_call_if_reachable(anchor, "claim_work", types, values, nulls, token)) {
+            rows = *got;
+        } else {
+            ++unreachable;
+            continue;
+        }
+        // The partition of each row handed out: its outcome calls go to its node only.
+        for (uint64 r = 0; r < rows; ++r) {
+            bool source_null = false, id_null = false, partition_null = false;
+            Datum source = spi_value(r, 1, &source_null);
+            Datum id = spi_value(r, 2, &id_null);
+            Datum partition = spi_value(r, 4, &partition_null);
+            if (source_null || id_null || partition_null) continue;
+            remember_claimed(text_from_datum(source) == "outbox" ? Source::outbox : Source::inbox, uuid_from_datum(id),
+                             DatumGetInt32(partition));
+        }
         spi_rows_to_result(rsinfo, rows);
         handed += static_cast<int>(rows);
     }
     spi.finish();
+    if (unreachable > 0)
+        pg_call([&] {
+            ereport(NOTICE, (errmsg("whizbang: claim_work could not reach %d of %zu nodes; it claimed from the others",
+                                    unreachable, parts.size()),
+                             errhint("Claims with p_partitions of the reachable nodes' partitions do not visit the others.")));
+        });
     return handed;
 }
 

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""One worker down (test/citus/node_down.sh, issue 22: a node down is a node down). Prints
+"ok   ..." / "FAIL ..." lines and "N failed".
+
+    node_down.py DSN WORKER1_PORT WORKER2_PORT STOP_CMD START_CMD
+
+With worker 2 stopped: stores and claims of worker 1's partitions go on; a claim without
+partitions takes worker 1's messages and says (NOTICE) that it could not reach a node;
+completions of messages a session claimed reach worker 1 only and succeed; a store that needs
+worker 2 fails with a connection error (08006) and writes nothing. After the restart worker 2's
+messages are all there.
+"""
+import json
+import subprocess
+import sys
+import time
+import uuid
+
+import psycopg2
+
+DSN, W1, W2, STOP, START = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+COUNT = 64
+failed = 0
+
+
+def check(label, ok, got=""):
+    global failed
+    print(("ok   " if ok else "FAIL ") + label + ("" if ok else f" (got: {got})"))
+    if not ok:
+        failed += 1
+
+
+def connect():
+    c = psycopg2.connect(DSN)
+    c.autocommit = True
+    return c
+
+
+admin = connect()
+
+
+def rows(sql, args=None, conn=admin):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        return cur.fetchall()
+
+
+def port_of_partition(p):
+    return rows("SELECT nodeport FROM pg_catalog.pg_dist_shard_placement WHERE shardid ="
+                " pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work', %s)", (p,))[0][0]
+
+
+on = {W1: [], W2: []}
+for p in range(COUNT):
+    on[port_of_partition(p)].append(p)
+check("both workers hold some of the 64 partitions", on[W1] and on[W2], on)
+
+
+def ids_on(port, n):
+    out = []
+    while len(out) < n:
+        m = str(uuid.uuid4())
+        if rows("SELECT whizbang.partition_of(%s::uuid, %s)", (m, COUNT))[0][0] in on[port]:
+            out.append(m)
+    return out
+
+
+def batch(ids):
+    return json.dumps([{"MessageId": m, "HandlerName": "h", "MessageType": "t", "Envelope": {}} for m in ids])
+
+
+def receive(conn, ids):
+    return [r[0] for r in rows("SELECT outcome FROM whizbang.inbox_receive(%s::jsonb, 'nd', now(), %s)",
+                               (batch(ids), COUNT), conn)]
+
+
+def claim(conn, partitions, n=1000):
+    notices_before = len(conn.notices)
+    got = rows("SELECT message_id::text, lease_token FROM whizbang.claim_work(%s, 'inbox', %s, 300, %s, %s, 1000,"
+               " now(), 'nd')", (str(uuid.uuid4()), n, partitions, COUNT), conn)
+    return got, conn.notices[notices_before:]
+
+
+first1, first2 = ids_on(W1, 20), ids_on(W2, 20)
+check("before: 40 messages stored on both workers", receive(admin, first1 + first2) == ["new"] * 40)
+worker = connect()
+held, _ = claim(worker, on[W1], 10)
+check("before: a worker claims 10 of worker 1's messages", len(held) == 10, len(held))
+
+subprocess.run(STOP, shell=True, check=True)
+later1 = ids_on(W1, 10)
+try:
+    outcome = receive(connect(), later1)
+except psycopg2.Error as e:
+    outcome = str(e)
+check("worker 2 down: a store of worker 1's partitions goes on", outcome == ["new"] * 10, outcome)
+try:
+    more, _ = claim(connect(), on[W1], 5)
+except psycopg2.Error as e:
+    more = str(e)
+check("worker 2 down: a claim of worker 1's partitions goes on", isinstance(more, list) and len(more) == 5, more)
+try:
+    c = connect()
+    anywhere, notices = claim(c, None)
+except psycopg2.Error as e:
+    anywhere, notices = str(e), []
+check("worker 2 down: a claim without partitions takes worker 1's messages",
+      isinstance(anywhere, list) and len(anywhere) == 20 + 10 - 10 - 5, anywhere if not isinstance(anywhere, list) else len(anywhere))
+check("worker 2 down: and says it could not reach a node (NOTICE)",
+      any("could not reach 1 of 2 nodes" in n for n in notices), notices)
+try:
+    done = rows("SELECT outcome FROM whizbang.complete_work('inbox', %s::uuid[], %s::bigint[], 'nd')",
+                ([h[0] for h in held], [h[1] for h in held]), worker)
+    done = [d[0] for d in done]
+except psycopg2.Error as e:
+    done = str(e)
+check("worker 2 down: the worker completes the 10 it claimed (worker 1 only)", done == ["completed"] * 10, done)
+try:
+    receive(connect(), ids_on(W2, 1))
+    code = None
+except psycopg2.Error as e:
+    code = e.pgcode
+check("worker 2 down: a store that needs worker 2 fails with a connection error (08006)", code == "08006", code)
+
+subprocess.run(START, shell=True, check=True)
+# A connection cached before the restart fails once (Citus drops it then): a new session, retried.
+for attempt in range(10):
+    try:
+        admin = connect()
+        rows("SELECT pg_catalog.recover_prepared_transactions()")
+        break
+    except psycopg2.Error:
+        time.sleep(0.5)
+again = receive(admin, first1 + first2 + later1)
+check("after the restart: every acknowledged message is on record", again == ["duplicate"] * 50, again)
+left = rows("SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'nd'")[0][0]
+check("after the restart: 40 messages wait (50 stored, 10 completed)", left == 40, left)
+print(f"{failed} failed")
+sys.exit(1 if failed else 0)
