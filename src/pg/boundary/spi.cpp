@@ -7,17 +7,29 @@
 
 namespace whizbang::pg {
 
+namespace {
+constexpr std::size_t kMaxShardPlans = 64;
+}  // namespace
+
 SPIPlanPtr CachedPlan::prepare(const std::vector<Datum>& values, const char* nulls) {
     // A wrong count here would hand PostgreSQL a bad pointer: refuse it loudly instead.
     if (values.size() != arg_types_.size() || (nulls && strlen(nulls) != arg_types_.size()))
         throw SqlError(ERRCODE_INTERNAL_ERROR, std::string("whizbang: wrong number of parameters for: ") + sql_);
     // Inside a routed call on a Citus node the statement names the local shards (shard_scope.h):
     // one plan per shard, kept like the plain one.
+    // Kept by the scope's key, so the text is rewritten once per shard, not per call; at most
+    // kMaxShardPlans per statement (a node holds few shards; moves bring others).
     const bool sharded = in_shard_scope();
-    std::string shard_text = sharded ? shard_sql(sql_) : std::string();
-    SPIPlanPtr& plan = sharded ? shard_plans_[shard_text] : plan_;
+    if (sharded && shard_plans_.size() >= kMaxShardPlans && shard_plans_.count(shard_scope_key()) == 0) {
+        pg_call([&] {
+            for (auto& [key, p] : shard_plans_)
+                if (p) SPI_freeplan(p);
+        });
+        shard_plans_.clear();
+    }
+    SPIPlanPtr& plan = sharded ? shard_plans_[shard_scope_key()] : plan_;
     if (!plan) {
-        const std::string& text = sharded ? shard_text : sql_;
+        const std::string text = sharded ? shard_sql(sql_) : sql_;
         plan = pg_call([&] {
             SPIPlanPtr p = SPI_prepare_cursor(text.c_str(), static_cast<int>(arg_types_.size()), arg_types_.data(),
                                               cursor_options_);

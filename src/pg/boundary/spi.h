@@ -40,7 +40,7 @@ private:
     std::string sql_;
     std::vector<Oid> arg_types_;
     SPIPlanPtr plan_ = nullptr;
-    std::unordered_map<std::string, SPIPlanPtr> shard_plans_;  // by the statement's shard text
+    std::unordered_map<std::string, SPIPlanPtr> shard_plans_;  // by shard scope (shard_scope_key), bounded
     int cursor_options_ = 0;
 };
 

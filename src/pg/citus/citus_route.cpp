@@ -45,21 +45,18 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
     if (partitions.empty()) return groups;
     Datum array = int4_array(partitions);
     AsExtensionOwner owner;  // Citus's shard functions want the tables' privileges
+    static CachedPlan shards_plan(
+        "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
+        "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+        {INT4ARRAYOID});
     std::vector<int64_t> shards(partitions.size(), 0);
-    pg_call([&] {
-        Oid types[1] = {INT4ARRAYOID};
-        Datum values[1] = {array};
-        int rc = SPI_execute_with_args(
-            "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
-            "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
-            1, types, values, nullptr, true, 0);
-        if (rc != SPI_OK_SELECT || SPI_processed != partitions.size())
-            elog(ERROR, "whizbang: could not find the shards of %zu partitions", partitions.size());
-        for (uint64 r = 0; r < SPI_processed; ++r) {
-            bool isnull = false;
-            shards[r] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-        }
-    });
+    if (shards_plan.execute({array}) != partitions.size())
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: could not find the shards of " +
+                                                   std::to_string(partitions.size()) + " partitions");
+    for (std::size_t r = 0; r < partitions.size(); ++r) {
+        bool isnull = false;
+        shards[r] = DatumGetInt64(spi_value(r, 1, &isnull));
+    }
     if (in_node_scope()) {
         // A node groups by shard (each part then locks and checks its shard).
         for (std::size_t i = 0; i < partitions.size(); ++i) groups[shards[i]].push_back(i);
@@ -71,24 +68,20 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     lock_shards_here(distinct);
+    static CachedPlan nodes_plan(
+        "SELECT (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
+        "         WHERE pl.shardid OPERATOR(pg_catalog.=) u.s LIMIT 1)"
+        "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(s, i) ORDER BY u.i",
+        {INT8ARRAYOID});
     std::map<int64_t, int64_t> node_of;
-    Datum shard_array = int8_array(distinct);
-    pg_call([&] {
-        Oid types[1] = {INT8ARRAYOID};
-        Datum values[1] = {shard_array};
-        int rc = SPI_execute_with_args(
-            "SELECT (SELECT pl.groupid::pg_catalog.int8 FROM pg_catalog.pg_dist_placement pl"
-            "         WHERE pl.shardid OPERATOR(pg_catalog.=) u.s LIMIT 1)"
-            "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(s, i) ORDER BY u.i",
-            1, types, values, nullptr, true, 0);
-        if (rc != SPI_OK_SELECT || SPI_processed != distinct.size())
-            elog(ERROR, "whizbang: could not find the placements of %zu shards", distinct.size());
-        for (uint64 r = 0; r < SPI_processed; ++r) {
-            bool isnull = false;
-            Datum g = SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull);
-            node_of[distinct[r]] = isnull ? -1 : DatumGetInt64(g);
-        }
-    });
+    if (nodes_plan.execute({int8_array(distinct)}) != distinct.size())
+        throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: could not find the placements of " +
+                                                   std::to_string(distinct.size()) + " shards");
+    for (std::size_t r = 0; r < distinct.size(); ++r) {
+        bool isnull = false;
+        Datum g = spi_value(r, 1, &isnull);
+        node_of[distinct[r]] = isnull ? -1 : DatumGetInt64(g);
+    }
     for (std::size_t i = 0; i < partitions.size(); ++i) groups[node_of.at(shards[i])].push_back(i);
     return groups;
 }

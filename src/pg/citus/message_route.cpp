@@ -23,19 +23,14 @@ Datum sub_batch(Datum batch, const std::vector<std::size_t>& positions) {
     std::vector<int64_t> ordinals;
     for (std::size_t p : positions) ordinals.push_back(static_cast<int64_t>(p) + 1);
     Datum wanted = int8_array(ordinals);
-    return pg_call([&] {
-        Oid types[2] = {JSONBOID, INT8ARRAYOID};
-        Datum values[2] = {batch, wanted};
-        int rc = SPI_execute_with_args(
-            "SELECT pg_catalog.jsonb_agg(e.value ORDER BY e.ordinality)"
-            "  FROM pg_catalog.jsonb_array_elements($1) WITH ORDINALITY AS e"
-            " WHERE e.ordinality OPERATOR(pg_catalog.=) ANY ($2)",
-            2, types, values, nullptr, true, 1);
-        if (rc != SPI_OK_SELECT || SPI_processed != 1) elog(ERROR, "whizbang: could not split the batch");
-        bool isnull = false;
-        Datum part = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-        return SPI_datumTransfer(part, false, -1);
-    });
+    static CachedPlan split("SELECT pg_catalog.jsonb_agg(e.value ORDER BY e.ordinality)"
+                            "  FROM pg_catalog.jsonb_array_elements($1) WITH ORDINALITY AS e"
+                            " WHERE e.ordinality OPERATOR(pg_catalog.=) ANY ($2)",
+                            {JSONBOID, INT8ARRAYOID});
+    if (split.execute({batch, wanted}) != 1) throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: could not split the batch");
+    bool isnull = false;
+    Datum part = spi_value(0, 1, &isnull);
+    return pg_call([&] { return SPI_datumTransfer(part, false, -1); });
 }
 
 }  // namespace

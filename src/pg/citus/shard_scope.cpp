@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "pg/citus/distributed.h"
@@ -16,6 +17,11 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "executor/spi.h"
+#include "nodes/makefuncs.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "storage/lockdefs.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/inval.h"
@@ -34,6 +40,7 @@ struct Scope {
     std::vector<int> partitions;  // a node call's partitions of the rows it names
     std::vector<int> shard_anchors;  // a fan-out node call's shards, one partition each
     std::map<std::string, int64_t> shards;
+    std::string key;  // names the shards, for plans kept per scope (spi.cpp)
 };
 
 // _on_shard() sets `pending`; the next whizbang entry takes it (ShardScopeEntry). A scope left
@@ -97,9 +104,28 @@ bool placement_is_local_unguarded(int64 shard) {
 
 // Reads the shard of every whizbang Citus table for `partition` from Citus's metadata (synced
 // to every node): the distributed tables' shard for the partition, the reference tables' one.
+// The shards of each partition's scope, as load_scope read them, while Citus's metadata of the
+// work tables is unchanged (distributed.h): a routed part does not query the catalog again.
+struct ScopeShards {
+    unsigned long generation = 0;
+    std::unordered_map<int, std::map<std::string, int64_t>> by_partition;
+};
+ScopeShards scope_shards;
+
 Scope load_scope(int partition) {
     Scope scope;
     scope.partition = partition;
+    (void)distributed();  // takes pending invalidations in
+    if (scope_shards.generation != citus_metadata_generation()) {
+        scope_shards.by_partition.clear();
+        scope_shards.generation = citus_metadata_generation();
+    }
+    if (auto known = scope_shards.by_partition.find(partition); known != scope_shards.by_partition.end()) {
+        scope.shards = known->second;
+        scope.key = std::to_string(scope.shards.at("wh_inbox_work"));
+        lock_local_placement(scope.shards.at("wh_inbox_work"), partition);
+        return scope;
+    }
     // Filled on the PostgreSQL side in the caller's memory (SPI_palloc), read afterwards.
     uint64 count = 0;
     char** names = nullptr;
@@ -150,6 +176,10 @@ Scope load_scope(int partition) {
     // Citus's metadata lock is per group and shard index: this one lock covers each shard the
     // call names (the keys' shards are locked where they are used, ShardTableOverride).
     lock_local_placement(scope.shards.at("wh_inbox_work"), partition);
+    if (scope_shards.by_partition.size() >= static_cast<std::size_t>(kDistributedPartitionCount))
+        scope_shards.by_partition.clear();
+    scope_shards.by_partition[partition] = scope.shards;
+    scope.key = std::to_string(scope.shards.at("wh_inbox_work"));
     return scope;
 }
 
@@ -184,17 +214,20 @@ void lock_shards_here(const std::vector<int64_t>& shards) {
 }
 
 void lock_local_placement(int64_t shard, int partition) {
+    static Oid lock_function = InvalidOid;
     const bool local = pg_call([&] {
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
-        Oid types[1] = {INT8OID};
-        Datum values[1] = {Int64GetDatum(shard)};
-        // ShareLock (5): the mode of Citus's own writes (AcquireMetadataLocks); moves, splits and
-        // rebalances take ExclusiveLock on every node with metadata (BlockWritesToShardList).
-        int rc = SPI_execute_with_args(
-            "SELECT pg_catalog.lock_shard_metadata(5, pg_catalog.array_append(NULL::pg_catalog.int8[], $1))", 1,
-            types, values, nullptr, false, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not lock the metadata of shard " INT64_FORMAT, shard);
-        SPI_finish();
+        if (!OidIsValid(lock_function)) {
+            // ShareLock (5) through Citus's lock_shard_metadata: the mode of Citus's own writes
+            // (AcquireMetadataLocks); moves, splits and rebalances take ExclusiveLock on every
+            // node with metadata (BlockWritesToShardList). Called directly, not planned.
+            Oid args[2] = {INT4OID, INT8ARRAYOID};
+            lock_function = LookupFuncName(list_make2(makeString(pstrdup("pg_catalog")),
+                                                      makeString(pstrdup("lock_shard_metadata"))),
+                                           2, args, false);
+        }
+        Datum element = Int64GetDatum(shard);
+        ArrayType* shards = construct_array(&element, 1, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+        OidFunctionCall2(lock_function, Int32GetDatum(ShareLock), PointerGetDatum(shards));
         return placement_is_local_unguarded(shard);
     });
     if (local) return;
@@ -205,6 +238,11 @@ void lock_local_placement(int64_t shard, int partition) {
                        " is not placed on this node any more",
                    "A shard move, split or rebalance moved it after the call was routed; nothing was written.",
                    "Retry the transaction: the next call routes to the shard's new placement.");
+}
+
+const std::string& shard_scope_key() {
+    static const std::string none;
+    return in_shard_scope() ? active.back().key : none;
 }
 
 bool in_shard_scope() { return !active.empty() && !active.back().node; }
@@ -345,6 +383,7 @@ ShardTableOverride::ShardTableOverride(const char* table, int64_t shard) {
     lock_local_placement(shard, -1);
     Scope scope = active.empty() ? Scope{} : active.back();
     scope.shards[table] = shard;
+    scope.key += std::string("/") + table + "=" + std::to_string(shard);
     active.push_back(std::move(scope));
 }
 

@@ -21,6 +21,10 @@ constexpr int kDistributedPartitionCount = 10000;
 // True inside a routed call on the node that holds its shard.
 bool in_shard_scope();
 
+// Names the shards of the current shard scope (empty outside one): statements prepared for one
+// scope serve every call with the same key (spi.cpp keeps one plan per statement and key).
+const std::string& shard_scope_key();
+
 // True inside a routed call for a whole node: the coordinator sent the node every part of a
 // call whose shards it holds, in one call; the node splits it by shard and runs each part
 // locally (citus_route.h), so a call costs one round trip per node, not per shard.
