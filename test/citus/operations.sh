@@ -83,6 +83,15 @@ check "after the removal: all 60 claimable once the leases ended, and completed"
    SELECT (SELECT count(*) FROM c) = 60
       AND (SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY(SELECT message_id FROM c), ARRAY(SELECT lease_token FROM c),
                                                        'ops', now() + interval '1 hour') WHERE outcome = 'completed') = 60"
+# run_maintenance commits shard by shard: one transaction per shard, not one per node.
+q "SELECT count(*) FROM (SELECT whizbang.dedup_insert(md5('old' || g)::uuid, 'maint', NULL, NULL, '2020-01-01 00:00:00+00')
+     FROM generate_series(1, 200) g) s" >/dev/null
+begins=$(psql -X -q -A -t -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+           -c "CALL whizbang.run_maintenance()" 2>&1 | grep -c 'issuing BEGIN' || true)
+check_eq "run_maintenance: one transaction per shard (8 shards, at least 8 remote BEGINs)" yes \
+  "$([ "$begins" -ge 8 ] && echo yes || echo "no: $begins")"
+check "run_maintenance purged the old dedup records of every shard" \
+  "SELECT count(*) = 0 FROM whizbang.wh_message_deduplication WHERE consumer = 'maint'"
 check "no prepared transaction left on any node" \
   "SELECT (SELECT count(*) FROM pg_prepared_xacts) = 0
       AND (SELECT bool_and(result::int = 0) FROM run_command_on_workers('SELECT count(*) FROM pg_prepared_xacts'))"

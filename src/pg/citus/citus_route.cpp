@@ -144,6 +144,12 @@ void load_node_routes() {
 
 }  // namespace
 
+std::vector<int> node_shard_anchors(int node_anchor) {
+    (void)routing_anchors();
+    auto it = node_routes.shard_anchors.find(node_anchor);
+    return it == node_routes.shard_anchors.end() ? std::vector<int>{} : it->second;
+}
+
 std::vector<int> routing_anchors() {
     (void)distributed();  // takes pending invalidations in
     const unsigned long generation = citus_metadata_generation();
@@ -229,7 +235,7 @@ bool on_shard_takes_shard_anchors() {
 
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token,
-                   const std::vector<int>* row_partitions) {
+                   const std::vector<int>* row_partitions, const std::vector<int>* shard_anchors) {
     // The no-op DELETE in the WITH clause makes Citus count the node as written to, so a
     // transaction that reaches two nodes commits with PREPARE TRANSACTION on both (a plain
     // router SELECT would be committed node by node). It deletes nothing: no row has a NULL
@@ -273,11 +279,14 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
         // A fan-out's call of a node (its anchor): the node's shards as routed here.
         // Also when the routing has gone stale since: the node checks each shard under its lock.
         auto shards = node_routes.shard_anchors.find(partition);
-        const bool fan_out = shards != node_routes.shard_anchors.end() && !row_partitions;
+        const std::vector<int>* anchors =
+            shard_anchors                                                          ? shard_anchors
+            : shards != node_routes.shard_anchors.end() && !row_partitions ? &shards->second
+                                                                                   : nullptr;
         if (with_shard_anchors) {
             all_types.push_back(INT4ARRAYOID);
-            all_values.push_back(fan_out ? int4_array(shards->second) : (Datum)0);
-            all_nulls += fan_out ? ' ' : 'n';
+            all_values.push_back(anchors ? int4_array(*anchors) : (Datum)0);
+            all_nulls += anchors ? ' ' : 'n';
         }
     }
     // The caller's privileges were checked once, here on the coordinator: PostgreSQL checked

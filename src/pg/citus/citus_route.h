@@ -42,9 +42,16 @@ std::vector<int> routing_anchors();
 // needs one, which only a claim or a pre-leasing store does).
 // `row_partitions`: the partitions of the rows the call names, in argument order, handed to a
 // node call (node_scope_partitions) so that it need not look them up.
+// `shard_anchors`: a fan-out's node call visits these shards (one partition each) only; by
+// default all the shards the coordinator routed to the node (node_shard_anchors).
 uint64 routed_call(int partition, const char* function, const std::vector<Oid>& types,
                    const std::vector<Datum>& values, const std::vector<char>& nulls, int64_t token = 0,
-                   const std::vector<int>* row_partitions = nullptr);
+                   const std::vector<int>* row_partitions = nullptr,
+                   const std::vector<int>* shard_anchors = nullptr);
+
+// On the coordinator: the shards (one partition each) of the node whose anchor is `node_anchor`
+// (routing_anchors), as last routed.
+std::vector<int> node_shard_anchors(int node_anchor);
 
 // routed_call inside a subtransaction: when the node cannot be reached (Citus's connection
 // failure, class 08) the subtransaction is rolled back and the answer is nullopt, so a call that

@@ -324,9 +324,11 @@ void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size) {
     pg_call([] { CHECK_FOR_INTERRUPTS(); });
 }
 
-void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int batch_size) {
+void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int batch_size,
+                 const std::vector<int>* shard_anchors) {
     uint64 rows = routed_call(anchor, "perform_maintenance", {TIMESTAMPTZOID, INT4OID},
-                              {TimestampTzGetDatum(now), Int32GetDatum(batch_size)}, {' ', ' '});
+                              {TimestampTzGetDatum(now), Int32GetDatum(batch_size)}, {' ', ' '}, 0, nullptr,
+                              shard_anchors);
     for (uint64 r = 0; r < rows && r < static_cast<uint64>(kTaskCount); ++r) {
         bool isnull = false;
         runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));

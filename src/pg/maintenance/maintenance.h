@@ -3,6 +3,8 @@
 // remembers where it is, so a run over a big backlog reads every row once.
 #pragma once
 
+#include <vector>
+
 #include <cstdint>
 
 #include "pg/boundary/bridge.h"
@@ -40,7 +42,9 @@ bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size);
 // A distributed install (docs/scaleout.md): perform_maintenance on the node of `anchor`
 // (routing_anchors), which purges its shards and, once, its idempotency keys; its results are
 // added to `runs` (one batch each). With SPI connected.
-void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int batch_size);
+// `shard_anchors`: only these shards of the node (one partition each); all of them by default.
+void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int batch_size,
+                 const std::vector<int>* shard_anchors = nullptr);
 
 // _PG_init (module.cpp): the settings every backend has; while preloading, the postmaster's
 // whizbang.maintenance_databases, and the background workers it names.

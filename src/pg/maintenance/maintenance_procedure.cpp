@@ -61,12 +61,18 @@ WB_FUNCTION(wb_run_maintenance) {
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     TaskRun runs[kTaskCount];
     if (must_route()) {
-        // A distributed install: node by node, one node per transaction.
+        // A distributed install: shard by shard, one shard of one node per transaction, so no
+        // node holds a long transaction (its locks, its snapshot) for the whole purge.
         SpiConnection spi(/*nonatomic=*/true);
         const std::vector<int> anchors = routing_anchors();
-        for (std::size_t k = 0; k < anchors.size(); ++k) {
-            if (k > 0) spi.commit();
-            run_on_node(runs, anchors[k], now, batch);
+        bool first = true;
+        for (int anchor : anchors) {
+            for (int shard : node_shard_anchors(anchor)) {
+                if (!first) spi.commit();
+                first = false;
+                const std::vector<int> one{shard};
+                run_on_node(runs, anchor, now, batch, &one);
+            }
         }
         spi.finish();
     } else {
