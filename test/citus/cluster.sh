@@ -11,7 +11,8 @@
 #   cq PORT SQL                          psql -tA against one node
 #   citus_suite_start                    a test's start: exits 0 with "skip: ..." where Citus is
 #                                        neither installed nor buildable, else citus_start with an
-#                                        EXIT trap that stops the cluster
+#                                        EXIT trap that stops the cluster (WB_CITUS_PRELOAD=whizbang:
+#                                        whizbang preloaded on every node as well)
 # As root the servers run as the postgres user (PostgreSQL refuses root).
 CITUS_BIN=${WB_CITUS_BIN:-/usr/lib/postgresql/${WB_PG_MAJOR:-15}/bin}
 
@@ -82,5 +83,5 @@ citus_suite_start() {
     exit 0
   fi
   trap citus_stop EXIT
-  citus_start
+  citus_start "${WB_CITUS_PRELOAD:-}"   # WB_CITUS_PRELOAD=whizbang: preloaded on every node too
 }

@@ -18,6 +18,9 @@ source test/citus/cluster.sh
 citus_suite_start
 q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"; }
 q "CREATE EXTENSION whizbang" >/dev/null
+# A role granted on the single server, before distribute(): its grants keep working after.
+q "CREATE ROLE r_early LOGIN" >/dev/null
+q "SELECT count(*) FROM whizbang.grant_worker('r_early', ARRAY['inbox'])" >/dev/null
 q "SELECT whizbang.distribute(8)" >/dev/null 2>&1
 # The SQLSTATE a statement ends with ('00000': none), as the role that runs it.
 q "CREATE FUNCTION public.sqlstate_of(p_sql text) RETURNS text LANGUAGE plpgsql AS \$\$
@@ -56,6 +59,11 @@ check_eq "inbox worker: may not store outbox messages" 42501 \
   "$(as r_inbox "SELECT public.sqlstate_of(\$\$SELECT whizbang.store_outbox_messages(public.batch('o', 1))\$\$)")"
 check_eq "inbox worker: may not begin idempotency keys" 42501 \
   "$(as r_inbox "SELECT public.sqlstate_of(\$\$SELECT whizbang.idempotency_begin('s', 'k')\$\$)")"
+
+as_check "a role granted before distribute(): stores and claims through the coordinator" r_early \
+  "SELECT (SELECT count(*) FROM whizbang.inbox_receive(public.batch('early', 10), 'early', now(), 64) WHERE outcome = 'new') = 10
+      AND (SELECT count(*) FROM whizbang.claim_work('00000000-0000-4000-8000-0000000000a9', 'inbox', 100, 30, NULL, 64,
+                                                     100, now(), 'early')) = 10"
 
 # The outbox producer and its relay.
 as_check "outbox producer: stores 30 messages" r_outbox \

@@ -63,6 +63,13 @@ q "SELECT citus_rebalance_wait()" >/dev/null
 check "the rebalance moved work shards onto the new node" \
   "SELECT count(*) > 0 FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid)
     WHERE s.logicalrelid = 'whizbang.wh_inbox_work'::regclass AND p.nodeport = $W3"
+q "CREATE ROLE app_new LOGIN" >/dev/null
+q "SELECT count(*) FROM whizbang.grant_worker('app_new', ARRAY['inbox'])" >/dev/null
+check "with 3 nodes: a role granted on the coordinator only stores on every node, the new one too" \
+  "SET ROLE app_new;
+   SELECT count(*) = 64 FROM whizbang.inbox_receive((SELECT jsonb_agg(jsonb_build_object('MessageId', md5('n' || g)::uuid,
+            'HandlerName', 'h', 'MessageType', 't', 'Envelope', '{}'::jsonb)) FROM generate_series(1, 64) g), 'ops-new', now(), 64)
+    WHERE outcome = 'new'"
 check "with 3 nodes: 10 more stored, all 60 on record" \
   "SELECT count(*) = 10 FROM whizbang.inbox_receive($(batch a 30) || $(batch b 20) || $(batch c 10), 'ops', now(), 64)
     WHERE outcome = 'new'"
