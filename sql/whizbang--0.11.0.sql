@@ -2024,6 +2024,15 @@ COMMENT ON FUNCTION whizbang.check() IS
     'install routing rows and colocation): ok, and what to do where it is not. '
     'Errors: 42501 a role that may not read wh_partitions (on a distributed install).';
 
+-- Each C function's routing policy on a distributed install, as the library declares it.
+CREATE FUNCTION whizbang._routing_policies()
+RETURNS TABLE (symbol text, policy text)
+    AS 'MODULE_PATHNAME', 'wb_routing_policies' LANGUAGE C VOLATILE;
+COMMENT ON FUNCTION whizbang._routing_policies() IS
+    'internal: the routing policy the library declares for each SQL-callable C function (WB_ROUTED_FUNCTION: local, by_message, by_partition, by_claimed_id, by_lookup, every_node, citus_sql), for the test that every one has one.';
+REVOKE ALL ON FUNCTION whizbang._routing_policies() FROM PUBLIC;
+ALTER FUNCTION whizbang._routing_policies() SET search_path = pg_catalog, pg_temp;
+
 -- _on_shard gains p_shard_anchors: a fan-out's node call names the shards the coordinator routed
 -- to the node, which checks each under its lock (docs/scaleout.md "How a call reaches its node").
 -- Dropping the old signature also takes back any EXECUTE grant on it: 0.8.0 to 0.10.0 told

@@ -41,6 +41,9 @@ void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
 }  // namespace
 
 void _PG_init(void) {
+    // A routed call's part runs in its shard's scope (pg/citus/shard_scope.h): entered around
+    // every entry's body by the boundary, which knows no more of it.
+    whizbang::pg::set_entry_hooks({whizbang::pg::enter_shard_scope, whizbang::pg::leave_shard_scope});
     maintenance_define_settings();
     RegisterXactCallback(on_xact, nullptr);
     RegisterSubXactCallback(on_subxact, nullptr);
@@ -59,7 +62,7 @@ void _PG_init(void) {
 #endif
 
 // version() RETURNS text: the version of the loaded library.
-WB_FUNCTION(wb_version) { PG_RETURN_TEXT_P(pg_call([] { return cstring_to_text(WHIZBANG_VERSION); })); }
+WB_ROUTED_FUNCTION(wb_version, local) { PG_RETURN_TEXT_P(pg_call([] { return cstring_to_text(WHIZBANG_VERSION); })); }
 
 namespace {
 
@@ -83,7 +86,7 @@ struct Tracked {
 //   'cpp_in_pg_call_caught' throws inside a pg_call callback, catches it in C++, checks that
 //                           PostgreSQL's error stacks were restored, then raises int4div(1, 0) (22012)
 //   'nested_pg_error'       int4div(1, 0) in a pg_call inside a pg_call (22012)
-WB_FUNCTION(wb_bridge_selftest) {
+WB_ROUTED_FUNCTION(wb_bridge_selftest, local) {
     std::string mode = PG_ARGISNULL(0) ? "" : pg_call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
     Tracked alive;
     if (mode == "ok") PG_RETURN_INT64(Tracked::live - 1);

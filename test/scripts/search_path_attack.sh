@@ -214,6 +214,14 @@ calls() {
   if [ "$(clean -c "SELECT to_regprocedure('whizbang.run_maintenance(timestamptz, integer)') IS NOT NULL")" = t ]; then
     run_maintenance="CALL whizbang.run_maintenance(p_batch_size => 3);"
   fi
+  local grants=""
+  if [ "$(clean -c "SELECT to_regprocedure('whizbang.check()') IS NOT NULL")" = t ]; then
+    grants="SELECT * FROM whizbang.check();
+SELECT * FROM whizbang._routing_policies();
+CREATE ROLE sp_grantee_$P;
+SELECT * FROM whizbang.grant_worker('sp_grantee_$P');
+SELECT * FROM whizbang.grant_admin('sp_grantee_$P', ARRAY['monitor', 'settings']);"
+  fi
   cat <<SQL
 -- identity and fingerprints
 SELECT whizbang.version();
@@ -225,6 +233,7 @@ SELECT whizbang.fingerprint('{"b": [1, 2.50, {"z": true}], "a": {"traceId": "x",
 SELECT whizbang.fingerprint('{"a": 1}');
 SELECT whizbang._bridge_selftest('ok');
 SELECT whizbang.lease_store();
+$grants
 
 -- dedup: new, duplicate, conflict; a batch; an old delivery under replay_policy = reject
 SELECT whizbang.dedup_insert('${P}2000000-0000-7000-8000-000000000001', 'c$P', '\x01');

@@ -4,7 +4,6 @@
 #include "core/error.h"
 #include "pg/boundary/bridge.h"
 
-#include "pg/citus/shard_scope.h"
 
 namespace whizbang::pg {
 
@@ -53,9 +52,25 @@ int sqlstate_of(core::InputError::Kind kind) {
     return ERRCODE_INTERNAL_ERROR;
 }
 
+EntryHooks entry_hooks;
+
+// Holds the entry hooks' scope for the body's life.
+class EntryScope {
+public:
+    EntryScope() : entered_(entry_hooks.enter != nullptr && entry_hooks.enter()) {}
+    ~EntryScope() {
+        if (entered_ && entry_hooks.leave) entry_hooks.leave();
+    }
+    EntryScope(const EntryScope&) = delete;
+    EntryScope& operator=(const EntryScope&) = delete;
+
+private:
+    bool entered_;
+};
+
 Datum call_body(FunctionCallInfo fcinfo, EntryBody body, PendingError* pending) noexcept {
     try {
-        ShardScopeEntry shard_scope;  // a routed call on a Citus node (shard_scope.h)
+        EntryScope scope;
         return body(fcinfo);
     } catch (const PgError& e) {
         pending->postgres = e.data();
@@ -85,6 +100,32 @@ ErrorData* capture_pg_error(MemoryContext return_to) {
     ErrorData* data = CopyErrorData();
     FlushErrorState();
     return data;
+}
+
+void set_entry_hooks(EntryHooks hooks) { entry_hooks = hooks; }
+
+namespace {
+std::vector<DeclaredRouting>& routings() {
+    static std::vector<DeclaredRouting> all;  // filled by static initializers at load time
+    return all;
+}
+}  // namespace
+
+RoutingDeclaration::RoutingDeclaration(const char* symbol, Routing routing) { routings().push_back({symbol, routing}); }
+
+const std::vector<DeclaredRouting>& declared_routings() { return routings(); }
+
+const char* routing_name(Routing routing) {
+    switch (routing) {
+        case Routing::local: return "local";
+        case Routing::by_message: return "by_message";
+        case Routing::by_partition: return "by_partition";
+        case Routing::by_claimed_id: return "by_claimed_id";
+        case Routing::by_lookup: return "by_lookup";
+        case Routing::every_node: return "every_node";
+        case Routing::citus_sql: return "citus_sql";
+    }
+    return "unknown";
 }
 
 Datum run_entry(FunctionCallInfo fcinfo, EntryBody body) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "pg/boundary/postgres_headers.h"
 
@@ -103,7 +104,48 @@ using EntryBody = Datum (*)(FunctionCallInfo);
 // Runs body; any C++ exception becomes a PostgreSQL ERROR raised after the body unwound.
 Datum run_entry(FunctionCallInfo fcinfo, EntryBody body);
 
+// What runs around every entry's body, installed once by the library (module.cpp): `enter`
+// before the body (it may throw; then the body does not run), `leave` after it when enter
+// answered true, also when the body threw. The boundary knows no more of it (the scale-out
+// layer enters a routed call's shard scope there).
+struct EntryHooks {
+    bool (*enter)() = nullptr;
+    void (*leave)() = nullptr;
+};
+void set_entry_hooks(EntryHooks hooks);
+
+// How a SQL-callable function's work reaches the data on a distributed install (Citus,
+// docs/scaleout.md "How a call reaches its node"), stated once per function by
+// WB_ROUTED_FUNCTION; whizbang._routing_policies() lists them and a test checks that every C
+// function of the extension has one.
+enum class Routing {
+    local,         // never routed: no table data (pure functions, triggers, internals)
+    by_message,    // each message (its stream's or its own partition) to the node of its shard
+    by_partition,  // the claim: p_partitions' nodes, else every reachable node
+    by_claimed_id, // outcome calls: the nodes of the ids this session claimed, else every node
+    by_lookup,     // a look-up of the rows' partitions first (dead letters), then their nodes
+    every_node,    // fan-out: every node, each visiting the shards routed to it
+    citus_sql,     // plain SQL on the distributed tables, which Citus routes (idempotency keys)
+};
+const char* routing_name(Routing routing);
+
+// The declared routing of every SQL-callable function: C symbol -> policy.
+struct RoutingDeclaration {
+    RoutingDeclaration(const char* symbol, Routing routing);
+};
+struct DeclaredRouting {
+    const char* symbol;
+    Routing routing;
+};
+const std::vector<DeclaredRouting>& declared_routings();
+
 }  // namespace whizbang::pg
+
+// Declares the SQL-callable function `name` with its routing policy (whizbang::pg::Routing);
+// the braces that follow are its C++ body.
+#define WB_ROUTED_FUNCTION(name, routing)                                          \
+    static const whizbang::pg::RoutingDeclaration name##_routing(#name, whizbang::pg::Routing::routing); \
+    WB_FUNCTION(name)
 
 // Declares the SQL-callable function `name`; the braces that follow are its C++ body.
 #define WB_FUNCTION(name)                                                          \

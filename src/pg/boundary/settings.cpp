@@ -64,7 +64,7 @@ bool setting_bool(const char* key) { return setting_text(key) == "true"; }
 using namespace whizbang::pg;
 
 // _table_changed() RETURNS trigger: the statement trigger of the cached configuration tables.
-WB_FUNCTION(wb_table_changed) {
+WB_ROUTED_FUNCTION(wb_table_changed, local) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         throw SqlError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "_table_changed() must be called as a trigger");
     Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;

@@ -459,7 +459,7 @@ using namespace whizbang::pg;
 // p_partitions integer[], p_shard_anchors integer[]) RETURNS anyelement: the first argument of a routed call (citus_route.h). Returns p_value; the next
 // whizbang function called runs in the shard scope of p_partition (shard_scope.h), or, with
 // p_node, for the whole node, handing out p_token if it leases.
-WB_FUNCTION(wb_on_shard) {
+WB_ROUTED_FUNCTION(wb_on_shard, local) {
     if (PG_ARGISNULL(0)) throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_partition must not be NULL");
     std::vector<int> partitions, shard_anchors;
     if (PG_NARGS() > 4 && !PG_ARGISNULL(4)) partitions = int4_array_values(PG_GETARG_DATUM(4));

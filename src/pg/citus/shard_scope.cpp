@@ -391,8 +391,8 @@ ShardTableOverride::~ShardTableOverride() {
     if (!active.empty()) active.pop_back();
 }
 
-ShardScopeEntry::ShardScopeEntry() {
-    if (!pending) return;
+bool enter_shard_scope() {
+    if (!pending) return false;
     const Pending p = *pending;
     pending.reset();
     Scope scope;
@@ -406,11 +406,11 @@ ShardScopeEntry::ShardScopeEntry() {
     }
     scope.token = p.token;
     active.push_back(std::move(scope));
-    entered_ = true;
+    return true;
 }
 
-ShardScopeEntry::~ShardScopeEntry() {
-    if (entered_ && !active.empty()) active.pop_back();
+void leave_shard_scope() {
+    if (!active.empty()) active.pop_back();
 }
 
 const std::vector<int>& node_scope_partitions() {

@@ -97,18 +97,11 @@ public:
     ShardTableOverride& operator=(const ShardTableOverride&) = delete;
 };
 
-// Held by run_entry around every whizbang function: takes the partition whizbang._on_shard()
-// left for this call and makes the shard scope of that partition current until the call ends.
-class ShardScopeEntry {
-public:
-    ShardScopeEntry();
-    ~ShardScopeEntry();
-    ShardScopeEntry(const ShardScopeEntry&) = delete;
-    ShardScopeEntry& operator=(const ShardScopeEntry&) = delete;
-
-private:
-    bool entered_ = false;
-};
+// The entry hooks of every whizbang function (bridge.h EntryHooks, installed by module.cpp):
+// enter takes the partition whizbang._on_shard() left for this call and makes the shard scope of
+// that partition current (true), or does nothing (false); leave ends the scope entered.
+bool enter_shard_scope();
+void leave_shard_scope();
 
 // The end of a transaction (module.cpp's dispatcher): a routed call's pending shard is forgotten.
 void shard_scope_at_xact(XactEvent event);

@@ -326,7 +326,7 @@ using namespace whizbang::pg;
 // claim_work(p_instance_id, p_source, p_max_rows, p_lease_seconds, p_partitions, p_partition_count,
 //            p_max_per_stream, p_now, p_consumer, p_wait) RETURNS TABLE(source, message_id, ...)
 // (a database still at 0.6.0 calls it without p_wait)
-WB_FUNCTION(wb_claim_work) {
+WB_ROUTED_FUNCTION(wb_claim_work, by_partition) {
     require_not_null(fcinfo, 0, "p_instance_id");
     Claim c;
     c.instance = uuid_from_datum(PG_GETARG_DATUM(0));

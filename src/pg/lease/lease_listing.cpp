@@ -104,7 +104,7 @@ using namespace whizbang::pg;
 
 // _leases() RETURNS TABLE(source, consumer, message_id, stream_id, instance_id, lease_token,
 // lease_expiry, attempts): the rows of whizbang.leases, from whichever store runs.
-WB_FUNCTION(wb_leases) {
+WB_ROUTED_FUNCTION(wb_leases, citus_sql) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
@@ -138,7 +138,7 @@ WB_FUNCTION(wb_leases) {
 // own calls (by hand, a cascade, a test's clean-up) ends its shared lease with the deleting
 // transaction, so a row stored again under the same id later is not held by a stale lease; a
 // truncate ends them all the same way. whizbang's own deletes have ended the lease already.
-WB_FUNCTION(wb_lease_row_deleted) {
+WB_ROUTED_FUNCTION(wb_lease_row_deleted, local) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         throw SqlError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "_lease_row_deleted() must be called as a trigger");
     TriggerData* data = reinterpret_cast<TriggerData*>(fcinfo->context);

@@ -4,7 +4,7 @@
 using namespace whizbang::pg;
 
 // lease_store() RETURNS text: 'shared_memory' or 'table'.
-WB_FUNCTION(wb_lease_store) {
+WB_ROUTED_FUNCTION(wb_lease_store, local) {
     const char* name = shared_leases_active() ? "shared_memory" : "table";
     PG_RETURN_TEXT_P(pg_call([name] { return cstring_to_text(name); }));
 }

@@ -356,7 +356,7 @@ using namespace whizbang::pg;
 
 // perform_maintenance(p_now, p_batch_size) RETURNS TABLE(task_name, rows_affected, duration_ms,
 // status): every task to the end, in batches, inside the caller's transaction.
-WB_FUNCTION(wb_perform_maintenance) {
+WB_ROUTED_FUNCTION(wb_perform_maintenance, every_node) {
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });

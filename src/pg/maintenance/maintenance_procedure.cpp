@@ -50,7 +50,7 @@ bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batc
 }  // namespace
 
 // run_maintenance(p_now, p_batch_size): reports one NOTICE per task.
-WB_FUNCTION(wb_run_maintenance) {
+WB_ROUTED_FUNCTION(wb_run_maintenance, every_node) {
     if (!may_commit(fcinfo))
         throw SqlError(ERRCODE_ACTIVE_SQL_TRANSACTION, "whizbang.run_maintenance() cannot run inside a transaction block",
                        "It commits after every batch, which a transaction block, a function, or a procedure that "

@@ -46,6 +46,7 @@ TaskRun worker_runs[kTaskCount];
 // Internal, not in SQL: one batch of each unfinished task of the current round; returns whether
 // any is left. Called through the fmgr entry wrapper, so its C++ objects unwind before an error
 // is raised.
+// The background worker's batch (DirectFunctionCall), not SQL-callable: no routing policy.
 WB_FUNCTION(wb_maintenance_worker_batch) {
     PG_RETURN_BOOL(run_batches(worker_runs, GetCurrentTimestamp(), maintenance_batch_size));
 }

@@ -89,7 +89,7 @@ using namespace whizbang::pg;
 // peek(p_source, p_consumer, p_limit, p_now) RETURNS TABLE(source, message_id, stream_id,
 // partition_number, handler_name, destination, message_type, envelope, metadata, scope, attempts,
 // consumer, scheduled_for, lease_expiry, last_error)
-WB_FUNCTION(wb_peek) {
+WB_ROUTED_FUNCTION(wb_peek, every_node) {
     const std::optional<Source> source = source_arg(fcinfo, 0, true);
     std::optional<std::string> consumer;
     if (!PG_ARGISNULL(1)) consumer = consumer_arg(fcinfo, 1);

@@ -117,7 +117,7 @@ using namespace whizbang::pg;
 
 // queues(p_now) RETURNS TABLE(source, consumer, pending, leased, scheduled, dead_lettered,
 // oldest_pending_seconds)
-WB_FUNCTION(wb_queues) {
+WB_ROUTED_FUNCTION(wb_queues, every_node) {
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);

@@ -112,7 +112,7 @@ using namespace whizbang;
 using namespace whizbang::pg;
 
 // stats() RETURNS TABLE(metric text, value bigint)
-WB_FUNCTION(wb_stats) {
+WB_ROUTED_FUNCTION(wb_stats, every_node) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;

@@ -44,7 +44,7 @@ using namespace whizbang::pg;
 // retry_dead_letters(p_dead_letter_ids bigint[]) RETURNS int: dead letters back as fresh work
 // (attempts 0, due now, at the end of their stream); an inbox message's dedup record was never
 // removed, so a redelivery of the same id is still a duplicate. Returns how many went back.
-WB_FUNCTION(wb_retry_dead_letters) {
+WB_ROUTED_FUNCTION(wb_retry_dead_letters, by_lookup) {
     auto ids = int8_array_arg(fcinfo, 0, "p_dead_letter_ids");
     if (!ids || ids->empty()) PG_RETURN_INT32(0);
     std::vector<int64_t> wanted;

@@ -282,7 +282,7 @@ using namespace whizbang;
 using namespace whizbang::pg;
 
 // complete_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
-WB_FUNCTION(wb_complete_work) {
+WB_ROUTED_FUNCTION(wb_complete_work, by_claimed_id) {
     Named n;
     read_named(fcinfo, n, 2, false, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -309,7 +309,7 @@ WB_FUNCTION(wb_complete_work) {
 }
 
 // fail_work(p_source, p_message_ids, p_errors, p_lease_tokens, p_retryable, p_consumer, p_now)
-WB_FUNCTION(wb_fail_work) {
+WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
     Named n;
     read_named(fcinfo, n, 3, false, 5, 6);
     auto errors = nullable_text_array_arg(fcinfo, 2, "p_errors");
@@ -372,7 +372,7 @@ WB_FUNCTION(wb_fail_work) {
 }
 
 // renew_leases(p_source, p_message_ids, p_lease_tokens, p_lease_seconds, p_consumer, p_now)
-WB_FUNCTION(wb_renew_leases) {
+WB_ROUTED_FUNCTION(wb_renew_leases, by_claimed_id) {
     Named n;
     read_named(fcinfo, n, 2, true, 4, 5);
     require_not_null(fcinfo, 3, "p_lease_seconds");
@@ -403,7 +403,7 @@ WB_FUNCTION(wb_renew_leases) {
 }
 
 // release_work(p_source, p_message_ids, p_lease_tokens, p_consumer, p_now)
-WB_FUNCTION(wb_release_work) {
+WB_ROUTED_FUNCTION(wb_release_work, by_claimed_id) {
     Named n;
     read_named(fcinfo, n, 2, true, 3, 4);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -434,7 +434,7 @@ WB_FUNCTION(wb_release_work) {
 // duplicate. A row under a live lease is someone's work in progress: it answers `leased` and
 // stays (its holder completes or fails it; cancel it after the lease ends). A lapsed lease is
 // no lease, as for claims. Cancelling a stream's head makes the next row the head.
-WB_FUNCTION(wb_cancel_work) {
+WB_ROUTED_FUNCTION(wb_cancel_work, by_claimed_id) {
     Named n;
     read_named(fcinfo, n, -1, false, 2, 3);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -500,7 +500,7 @@ CachedPlan mark_published_plan(
 // are marked processed and kept), and the count of rows that did is returned. No lease check:
 // ids that are unknown, NULL, repeated or already completed are no-ops. One statement, which
 // locks the rows in id order first, as every other call that changes work rows does.
-WB_FUNCTION(wb_complete_outbox_published) {
+WB_ROUTED_FUNCTION(wb_complete_outbox_published, by_claimed_id) {
     std::vector<core::Uuid> ids = uuid_array_arg(fcinfo, 0, "p_ids", false, true).value_or(std::vector<core::Uuid>{});
     const bool debug_arg = !PG_ARGISNULL(1) && PG_GETARG_BOOL(1);
     std::sort(ids.begin(), ids.end());

@@ -230,7 +230,7 @@ using namespace whizbang;
 using namespace whizbang::pg;
 
 // dedup_insert(p_message_id, p_consumer, p_fingerprint, p_sent_at, p_now) RETURNS text
-WB_FUNCTION(wb_dedup_insert) {
+WB_ROUTED_FUNCTION(wb_dedup_insert, by_message) {
     require_not_null(fcinfo, 0, "p_message_id");
     std::string consumer = consumer_arg(fcinfo, 1);
     TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
@@ -260,7 +260,7 @@ WB_FUNCTION(wb_dedup_insert) {
 
 // dedup_insert_many(p_message_ids, p_consumer, p_fingerprints, p_sent_at, p_now)
 //   RETURNS TABLE(message_id uuid, outcome text), one row per input in input order
-WB_FUNCTION(wb_dedup_insert_many) {
+WB_ROUTED_FUNCTION(wb_dedup_insert_many, by_message) {
     std::vector<core::Uuid> ids = *uuid_array_arg(fcinfo, 0, "p_message_ids", true);
     std::string consumer = consumer_arg(fcinfo, 1);
     auto fingerprints = bytea_array_arg(fcinfo, 2, "p_fingerprints");

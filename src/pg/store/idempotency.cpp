@@ -207,7 +207,7 @@ using namespace whizbang::pg;
 
 // idempotency_begin(p_scope, p_key, p_fingerprint, p_in_progress_ttl, p_owner, p_wait, p_now, p_result_ttl)
 //   RETURNS TABLE(outcome text, token bigint, result jsonb, completed_at timestamptz)
-WB_FUNCTION(wb_idempotency_begin) {
+WB_ROUTED_FUNCTION(wb_idempotency_begin, citus_sql) {
     std::string scope = identifier_arg(fcinfo, 0, "p_scope");
     std::string key = identifier_arg(fcinfo, 1, "p_key");
     std::optional<std::string> fingerprint;
@@ -318,7 +318,7 @@ WB_FUNCTION(wb_idempotency_begin) {
 
 // idempotency_policy(p_scope) RETURNS TABLE(in_progress_ttl, default_result_ttl, min_result_ttl,
 //   max_result_ttl, tombstone_ttl): the effective policy, as begin and complete apply it.
-WB_FUNCTION(wb_idempotency_policy) {
+WB_ROUTED_FUNCTION(wb_idempotency_policy, citus_sql) {
     std::string scope = text_arg(fcinfo, 0, "p_scope");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     core::TtlPolicy policy;
@@ -339,7 +339,7 @@ WB_FUNCTION(wb_idempotency_policy) {
 }
 
 // idempotency_complete(p_scope, p_key, p_token, p_result, p_result_ttl, p_now) RETURNS text
-WB_FUNCTION(wb_idempotency_complete) {
+WB_ROUTED_FUNCTION(wb_idempotency_complete, citus_sql) {
     std::string scope = identifier_arg(fcinfo, 0, "p_scope");
     std::string key = identifier_arg(fcinfo, 1, "p_key");
     require_not_null(fcinfo, 2, "p_token");
@@ -370,7 +370,7 @@ WB_FUNCTION(wb_idempotency_complete) {
 }
 
 // idempotency_release(p_scope, p_key, p_token, p_now) RETURNS text
-WB_FUNCTION(wb_idempotency_release) {
+WB_ROUTED_FUNCTION(wb_idempotency_release, citus_sql) {
     std::string scope = identifier_arg(fcinfo, 0, "p_scope");
     std::string key = identifier_arg(fcinfo, 1, "p_key");
     require_not_null(fcinfo, 2, "p_token");

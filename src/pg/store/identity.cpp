@@ -31,7 +31,7 @@ Datum bytea_datum(const unsigned char* data, std::size_t len) {
 }  // namespace
 
 // fingerprint(p_payload jsonb, p_ignore_paths text[]) RETURNS bytea; NULL payload -> NULL
-WB_FUNCTION(wb_fingerprint) {
+WB_ROUTED_FUNCTION(wb_fingerprint, local) {
     if (PG_ARGISNULL(0)) PG_RETURN_NULL();
     auto paths = text_array_arg(fcinfo, 1, "p_ignore_paths");
     Jsonb* jb = pg_call([&] { return PG_GETARG_JSONB_P(0); });
@@ -42,14 +42,14 @@ WB_FUNCTION(wb_fingerprint) {
 }
 
 // event_uuid(p_source text, p_id text) RETURNS uuid (STRICT)
-WB_FUNCTION(wb_event_uuid) {
+WB_ROUTED_FUNCTION(wb_event_uuid, local) {
     std::string source = text_arg(fcinfo, 0, "p_source");
     std::string id = text_arg(fcinfo, 1, "p_id");
     return uuid_to_datum(core::event_uuid(source, id));
 }
 
 // uuid_v7(p_at timestamptz) RETURNS uuid
-WB_FUNCTION(wb_uuid_v7) {
+WB_ROUTED_FUNCTION(wb_uuid_v7, local) {
     TimestampTz at = timestamptz_arg(fcinfo, 0, "p_at");
     // Floor division: a time before 1970 must not round towards zero.
     int64_t ms = at / 1000 - ((at % 1000) < 0 ? 1 : 0) + kPostgresEpochUnixMs;
@@ -63,7 +63,7 @@ WB_FUNCTION(wb_uuid_v7) {
 }
 
 // partition_of(p_stream_id uuid, p_partition_count int) RETURNS int (STRICT)
-WB_FUNCTION(wb_partition_of) {
+WB_ROUTED_FUNCTION(wb_partition_of, local) {
     core::Uuid stream = uuid_from_datum(PG_GETARG_DATUM(0));
     int32 count = PG_GETARG_INT32(1);
     if (count < 1)

@@ -52,7 +52,7 @@ using namespace whizbang::pg;
 
 // store_inbox_messages(p_messages, p_instance_id, p_lease_expiry, p_now, p_partition_count, p_consumer)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean): new messages only
-WB_FUNCTION(wb_store_inbox_messages) {
+WB_ROUTED_FUNCTION(wb_store_inbox_messages, by_message) {
     StoreOptions o;
     if (!PG_ARGISNULL(1)) o.instance = uuid_from_datum(PG_GETARG_DATUM(1));
     o.now = timestamptz_arg(fcinfo, 3, "p_now");
@@ -90,7 +90,7 @@ WB_FUNCTION(wb_store_inbox_messages) {
 
 // inbox_receive(p_messages, p_consumer, p_now, p_partition_count)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, outcome text): one row per input, input order
-WB_FUNCTION(wb_inbox_receive) {
+WB_ROUTED_FUNCTION(wb_inbox_receive, by_message) {
     StoreOptions o;
     o.function_name = "inbox_receive";
     o.consumer = consumer_arg(fcinfo, 1);

@@ -13,7 +13,7 @@ using namespace whizbang::pg;
 
 // store_outbox_messages(p_messages, p_instance_id, p_lease_expiry, p_now, p_partition_count)
 //   RETURNS TABLE(message_id uuid, stream_id uuid, was_newly_created boolean): one row per input
-WB_FUNCTION(wb_store_outbox_messages) {
+WB_ROUTED_FUNCTION(wb_store_outbox_messages, by_message) {
     StoreOptions o;
     o.source = Source::outbox;
     o.function_name = "store_outbox_messages";
