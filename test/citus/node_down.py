@@ -6,7 +6,8 @@
 
 With worker 2 stopped: stores and claims of worker 1's partitions go on; a claim without
 partitions takes worker 1's messages and says (NOTICE) that it could not reach a node;
-completions of messages a session claimed reach worker 1 only and succeed; a store that needs
+completions of messages a session claimed reach worker 1 only and succeed; stats() counts the
+unreachable node (nodes_unreachable) and leaves the key metrics NULL; a store that needs
 worker 2 fails with a connection error (08006) and writes nothing. After the restart worker 2's
 messages are all there.
 """
@@ -116,6 +117,12 @@ except psycopg2.Error as e:
     done = str(e)
 check("worker 2 down: the worker completes the 10 it claimed (worker 1 only)", done == ["completed"] * 10, done)
 try:
+    metrics = dict(rows("SELECT metric, value FROM whizbang.stats()", None, connect()))
+except psycopg2.Error as e:
+    metrics = {"error": str(e)}
+check("worker 2 down: stats() answers and counts the unreachable node (nodes_unreachable = 1)",
+      metrics.get("nodes_unreachable") == 1 and metrics.get("dedup_rows", 0) is None, metrics)
+try:
     receive(connect(), ids_on(W2, 1))
     code = None
 except psycopg2.Error as e:
@@ -134,6 +141,9 @@ for attempt in range(10):
 again = receive(admin, first1 + first2 + later1)
 check("after the restart: every acknowledged message is on record", again == ["duplicate"] * 50, again)
 left = rows("SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'nd'")[0][0]
+metrics = dict(rows("SELECT metric, value FROM whizbang.stats()"))
+check("after the restart: stats() reaches every node (nodes_unreachable = 0)",
+      metrics.get("nodes_unreachable") == 0 and metrics.get("dedup_rows") is not None, metrics)
 check("after the restart: 40 messages wait (50 stored, 10 completed)", left == 40, left)
 print(f"{failed} failed")
 sys.exit(1 if failed else 0)

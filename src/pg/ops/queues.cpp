@@ -80,10 +80,19 @@ namespace {
 CachedPlan queues_plan(queue_counts_sql(), queue_counts_types());
 }  // namespace
 
-std::vector<QueueCounts> routed_queue_counts(TimestampTz now) {
+std::vector<QueueCounts> routed_queue_counts(TimestampTz now, int* unreachable) {
     std::map<std::pair<std::string, std::optional<std::string>>, QueueCounts> merged;
     for (int anchor : routing_anchors()) {
-        uint64 rows = routed_call(anchor, "queues", {TIMESTAMPTZOID}, {TimestampTzGetDatum(now)}, {' '});
+        uint64 rows = 0;
+        if (unreachable == nullptr) {
+            rows = routed_call(anchor, "queues", {TIMESTAMPTZOID}, {TimestampTzGetDatum(now)}, {' '});
+        } else if (std::optional<uint64> got =
+                       routed_call_if_reachable(anchor, "queues", {TIMESTAMPTZOID}, {TimestampTzGetDatum(now)}, {' '})) {
+            rows = *got;
+        } else {
+            ++*unreachable;
+            continue;
+        }
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false, no_consumer = false;
             std::string source = text_from_datum(spi_value(r, 1, &isnull));

@@ -26,6 +26,8 @@ struct QueueCounts {
     std::optional<std::string> consumer;
     int64_t pending = 0, leased = 0, scheduled = 0, dead_lettered = 0, oldest_pending_seconds = 0;
 };
-std::vector<QueueCounts> routed_queue_counts(TimestampTz now);
+// `unreachable`: when given, a node that cannot be reached is counted there and skipped (stats());
+// without it, its connection error is raised.
+std::vector<QueueCounts> routed_queue_counts(TimestampTz now, int* unreachable = nullptr);
 
 }  // namespace whizbang::pg

@@ -71,7 +71,10 @@ CachedPlan distributed_keys_plan(
 // Not one snapshot: each shard and each aggregate counts at its own moment.
 void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
     std::vector<std::pair<std::string, int64_t>> metrics;
-    const std::vector<QueueCounts> counts = routed_queue_counts(now);
+    // A node that cannot be reached is counted (nodes_unreachable), not an error: stats() is
+    // what an operator reads when a node is down. The key metrics then come from no node (NULL).
+    int unreachable = 0;
+    const std::vector<QueueCounts> counts = routed_queue_counts(now, &unreachable);
     for (const char* source : {"inbox", "outbox"}) {
         int64_t pending = 0, leased = 0, scheduled = 0, dead = 0, oldest = 0;
         for (const QueueCounts& q : counts) {
@@ -86,20 +89,36 @@ void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
         metrics.insert(metrics.end(), {{s + "_pending", pending}, {s + "_leased", leased}, {s + "_scheduled", scheduled},
                                        {s + "_dead_lettered", dead}, {s + "_oldest_pending_seconds", oldest}});
     }
-    distributed_keys_plan.execute({TimestampTzGetDatum(now)});
     const char* names[] = {"dedup_rows", "dedup_duplicates_observed", "dedup_conflicts_observed",
                            "idempotency_in_progress", "idempotency_completed", "idempotency_tombstones"};
-    for (int c = 0; c < 6; ++c) {
-        bool isnull = false;
-        Datum d = spi_value(0, c + 1, &isnull);
-        metrics.emplace_back(names[c], isnull ? 0 : DatumGetInt64(d));
+    std::vector<bool> unknown(metrics.size(), false);
+    if (unreachable == 0) {
+        distributed_keys_plan.execute({TimestampTzGetDatum(now)});
+        for (int c = 0; c < 6; ++c) {
+            bool isnull = false;
+            Datum d = spi_value(0, c + 1, &isnull);
+            metrics.emplace_back(names[c], isnull ? 0 : DatumGetInt64(d));
+            unknown.push_back(false);
+        }
+    } else {
+        for (const char* name : names) {
+            metrics.emplace_back(name, 0);
+            unknown.push_back(true);
+        }
     }
+    metrics.emplace_back("nodes_unreachable", unreachable);
+    unknown.push_back(false);
+    if (unreachable > 0)
+        pg_call([&] {
+            ereport(NOTICE, (errmsg("whizbang: stats() could not reach %d node(s); their counts are missing, the key "
+                                    "metrics are NULL", unreachable)));
+        });
     std::vector<Datum> texts;
     for (const auto& m : metrics) texts.push_back(text_datum(m.first));
     pg_call([&] {
         for (std::size_t i = 0; i < metrics.size(); ++i) {
             Datum values[2] = {texts[i], Int64GetDatum(metrics[i].second)};
-            bool nulls[2] = {false, false};
+            bool nulls[2] = {false, static_cast<bool>(unknown[i])};
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
     });
