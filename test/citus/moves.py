@@ -17,37 +17,12 @@ import uuid
 
 import psycopg2
 
+import checks
+from checks import check, connect, one, rows
+
 DSN, W1, W2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 COUNT = 64
-failed = 0
-
-
-def check(label, ok, got=""):
-    global failed
-    print(("ok   " if ok else "FAIL ") + label + ("" if ok else f" (got: {got})"))
-    if not ok:
-        failed += 1
-
-
-def connect(autocommit=True):
-    c = psycopg2.connect(DSN)
-    c.autocommit = autocommit
-    return c
-
-
-admin = connect()
-
-
-def one(sql, args=None, conn=admin):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchone()[0]
-
-
-def rows(sql, args=None, conn=admin):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
+checks.init(DSN)
 
 
 def shard_of(p):
@@ -174,5 +149,4 @@ check("2: the session whose routing predates the move claims all 30 from the new
 fresh = connect(autocommit=False)
 again, _ = claim(fresh, "moves-b")
 check("2: a fresh session finds them leased (no second holder)", again == [], f"{len(again or [])} claimed again")
-print(f"{failed} failed")
-sys.exit(1 if failed else 0)
+checks.finish()

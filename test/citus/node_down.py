@@ -19,31 +19,12 @@ import uuid
 
 import psycopg2
 
+import checks
+from checks import check, connect, one, rows
+
 DSN, W1, W2, STOP, START = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
 COUNT = 64
-failed = 0
-
-
-def check(label, ok, got=""):
-    global failed
-    print(("ok   " if ok else "FAIL ") + label + ("" if ok else f" (got: {got})"))
-    if not ok:
-        failed += 1
-
-
-def connect():
-    c = psycopg2.connect(DSN)
-    c.autocommit = True
-    return c
-
-
-admin = connect()
-
-
-def rows(sql, args=None, conn=admin):
-    with conn.cursor() as cur:
-        cur.execute(sql, args)
-        return cur.fetchall()
+checks.init(DSN)
 
 
 def port_of_partition(p):
@@ -83,7 +64,7 @@ def claim(conn, partitions, n=1000):
 
 
 first1, first2 = ids_on(W1, 20), ids_on(W2, 20)
-check("before: 40 messages stored on both workers", receive(admin, first1 + first2) == ["new"] * 40)
+check("before: 40 messages stored on both workers", receive(checks.admin(), first1 + first2) == ["new"] * 40)
 worker = connect()
 held, _ = claim(worker, on[W1], 10)
 check("before: a worker claims 10 of worker 1's messages", len(held) == 10, len(held))
@@ -133,17 +114,15 @@ subprocess.run(START, shell=True, check=True)
 # A connection cached before the restart fails once (Citus drops it then): a new session, retried.
 for attempt in range(10):
     try:
-        admin = connect()
-        rows("SELECT pg_catalog.recover_prepared_transactions()")
+        rows("SELECT pg_catalog.recover_prepared_transactions()", None, checks.admin(fresh=True))
         break
     except psycopg2.Error:
         time.sleep(0.5)
-again = receive(admin, first1 + first2 + later1)
+again = receive(checks.admin(), first1 + first2 + later1)
 check("after the restart: every acknowledged message is on record", again == ["duplicate"] * 50, again)
 left = rows("SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'nd'")[0][0]
 metrics = dict(rows("SELECT metric, value FROM whizbang.stats()"))
 check("after the restart: stats() reaches every node (nodes_unreachable = 0)",
       metrics.get("nodes_unreachable") == 0 and metrics.get("dedup_rows") is not None, metrics)
 check("after the restart: 40 messages wait (50 stored, 10 completed)", left == 40, left)
-print(f"{failed} failed")
-sys.exit(1 if failed else 0)
+checks.finish()

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pg/boundary/args.h"
+#include "pg/boundary/spi.h"
 #include "pg/citus/distributed.h"
 
 extern "C" {
@@ -312,60 +314,43 @@ Oid whizbang_relid(const char* name) {
     return pg_call([&] { return whizbang_relid_unguarded(name); });
 }
 
+namespace {
+
+// The first column (int8) of every row `plan` answers for `values`, on an SPI connection of its own.
+std::vector<int64_t> int8_column(CachedPlan& plan, const std::vector<Datum>& values) {
+    SpiConnection spi;
+    const uint64 rows = plan.execute(values);
+    std::vector<int64_t> out;
+    out.reserve(rows);
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        out.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
+    }
+    spi.finish();
+    return out;
+}
+
+}  // namespace
+
 std::vector<int64_t> local_shards(const char* table) {
-    uint64 count = 0;
-    int64* found = nullptr;
-    Datum relname = pg_call([&] { return CStringGetTextDatum(psprintf("whizbang.%s", table)); });
-    pg_call([&] {
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
-        Oid types[1] = {TEXTOID};
-        Datum values[1] = {relname};
-        // This node's placements: its group (pg_dist_local_group).
-        int rc = SPI_execute_with_args(
-            "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p"
-            "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
-            " WHERE s.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
-            "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)"
-            " ORDER BY s.shardid",
-            1, types, values, nullptr, true, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading this node's shards of %s failed", table);
-        found = static_cast<int64*>(SPI_palloc(sizeof(int64) * (SPI_processed + 1)));
-        for (uint64 r = 0; r < SPI_processed; ++r) {
-            bool isnull = false;
-            found[count++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-        }
-        SPI_finish();
-    });
-    std::vector<int64_t> shards(found, found + count);
-    pg_call([&] { pfree(found); });
-    return shards;
+    // This node's placements: its group (pg_dist_local_group).
+    static CachedPlan plan(
+        "SELECT s.shardid FROM pg_catalog.pg_dist_shard s JOIN pg_catalog.pg_dist_placement p"
+        "    ON p.shardid OPERATOR(pg_catalog.=) s.shardid"
+        " WHERE s.logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass($1)"
+        "   AND p.groupid OPERATOR(pg_catalog.=) (SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)"
+        " ORDER BY s.shardid",
+        {TEXTOID});
+    return int8_column(plan, {text_datum(std::string("whizbang.") + table)});
 }
 
 std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, const char* table) {
-    std::vector<int64_t> shards;
-    if (partitions.empty()) return shards;
-    uint64 count = 0;
-    int64* found = nullptr;
-    Datum relname = pg_call([&] { return CStringGetTextDatum(psprintf("whizbang.%s", table)); });
-    Datum array = int4_array(partitions);
-    pg_call([&] {
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
-        Oid types[2] = {TEXTOID, INT4ARRAYOID};
-        Datum values[2] = {relname, array};
-        int rc = SPI_execute_with_args(
-            "SELECT pg_catalog.get_shard_id_for_distribution_column(pg_catalog.to_regclass($1), u.p)"
-            "  FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
-            2, types, values, nullptr, true, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading the shards of %s failed", table);
-        found = static_cast<int64*>(SPI_palloc(sizeof(int64) * (SPI_processed + 1)));
-        for (uint64 r = 0; r < SPI_processed; ++r) {
-            bool isnull = false;
-            found[count++] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 1, &isnull));
-        }
-        SPI_finish();
-    });
-    shards.assign(found, found + count);
-    pg_call([&] { pfree(found); });
+    if (partitions.empty()) return {};
+    static CachedPlan plan(
+        "SELECT pg_catalog.get_shard_id_for_distribution_column(pg_catalog.to_regclass($1), u.p)"
+        "  FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
+        {TEXTOID, INT4ARRAYOID});
+    std::vector<int64_t> shards = int8_column(plan, {text_datum(std::string("whizbang.") + table), int4_array(partitions)});
     if (shards.size() != partitions.size())
         throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: could not find the shards of " + std::to_string(partitions.size()) +
                                                    " partitions");
