@@ -210,6 +210,33 @@ bool shard_anchors_known = false;
 bool shard_anchors_taken = false;
 void forget_on_shard(Datum, int, uint32) { shard_anchors_known = false; }
 
+// The routed calls' statements, prepared once per backend and kept: one per text and argument
+// types (a function, its arguments, local or through Citus), at most kRoutedPlans (then all are
+// freed and prepared anew as they come).
+constexpr std::size_t kRoutedPlans = 64;
+std::map<std::string, SPIPlanPtr> routed_plans;
+
+SPIPlanPtr routed_plan(const std::string& sql, const std::vector<Oid>& types) {
+    std::string key = sql;
+    for (Oid t : types) key += "|" + std::to_string(t);
+    auto it = routed_plans.find(key);
+    if (it != routed_plans.end()) return it->second;
+    if (routed_plans.size() >= kRoutedPlans) {
+        pg_call([&] {
+            for (auto& [k, p] : routed_plans) SPI_freeplan(p);
+        });
+        routed_plans.clear();
+    }
+    SPIPlanPtr plan = pg_call([&] {
+        SPIPlanPtr p = SPI_prepare(sql.c_str(), static_cast<int>(types.size()), const_cast<Oid*>(types.data()));
+        if (p == nullptr) elog(ERROR, "whizbang: could not prepare a routed call: %s", SPI_result_code_string(SPI_result));
+        SPI_keepplan(p);
+        return p;
+    });
+    routed_plans.emplace(std::move(key), plan);
+    return plan;
+}
+
 bool on_shard_takes_shard_anchors() {
     static bool registered = false;
     pg_call([&] {
@@ -297,9 +324,9 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
     std::optional<AsExtensionOwner> owner;
     if (!local) owner.emplace();
     try {
+        SPIPlanPtr plan = routed_plan(sql, all_types);
         const uint64 rows = pg_call([&] {
-            int rc = SPI_execute_with_args(sql.c_str(), static_cast<int>(all_values.size()), all_types.data(),
-                                           all_values.data(), all_nulls.c_str(), false, 0);
+            int rc = SPI_execute_plan(plan, all_values.data(), all_nulls.c_str(), false, 0);
             if (rc != SPI_OK_SELECT)
                 elog(ERROR, "whizbang: routed call of %s failed: %s", function, SPI_result_code_string(rc));
             return SPI_processed;
