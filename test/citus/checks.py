@@ -41,6 +41,12 @@ def rows(sql, args=None, conn=None):
         return cur.fetchall()
 
 
+def run(sql, args=None, conn=None):
+    """A statement without rows (UPDATE, ...)."""
+    with (conn or admin()).cursor() as cur:
+        cur.execute(sql, args)
+
+
 def one(sql, args=None, conn=None):
     return rows(sql, args, conn)[0][0]
 

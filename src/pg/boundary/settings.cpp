@@ -68,6 +68,19 @@ WB_ROUTED_FUNCTION(wb_table_changed, local) {
     if (!CALLED_AS_TRIGGER(fcinfo))
         throw SqlError(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED, "_table_changed() must be called as a trigger");
     Relation rel = reinterpret_cast<TriggerData*>(fcinfo->context)->tg_relation;
-    pg_call([&] { CacheInvalidateRelcacheByRelid(RelationGetRelid(rel)); });
+    pg_call([&] {
+        CacheInvalidateRelcacheByRelid(RelationGetRelid(rel));
+        // On a Citus install the trigger fires on each placement of the reference table
+        // (wh_settings_102009), where the caches watch the table itself (wh_settings): name it
+        // too, so every node's backends drop their copy when the change commits there.
+        const char* name = RelationGetRelationName(rel);
+        const char* underscore = strrchr(name, '_');
+        if (underscore != nullptr && underscore[1] != '\0' && strspn(underscore + 1, "0123456789") == strlen(underscore + 1)) {
+            char* base = pnstrdup(name, underscore - name);
+            Oid table = get_relname_relid(base, RelationGetNamespace(rel));
+            if (OidIsValid(table)) CacheInvalidateRelcacheByRelid(table);
+            pfree(base);
+        }
+    });
     return PointerGetDatum(nullptr);
 }

@@ -16,7 +16,11 @@ void TableCache::on_invalidation(Datum arg, Oid relid) {
     }
 }
 
-void TableCache::mark_loaded() { fresh_ = !IsolationUsesXactSnapshot(); }
+void TableCache::mark_loaded() {
+    // On a Citus install only where this node holds a placement of the (reference) table: the
+    // change invalidates the caches of the nodes whose placement it writes (_table_changed).
+    fresh_ = !IsolationUsesXactSnapshot() && (!distributed() || placed_here(relname_));
+}
 
 bool TableCache::fresh() {
     pg_call([&] {
@@ -30,9 +34,6 @@ bool TableCache::fresh() {
             fresh_ = false;
         }
     });
-    // A distributed install's table is a Citus reference table: a change reaches the nodes'
-    // placements, never this shell's relcache, so nothing cached from it can be trusted.
-    if (fresh_ && distributed()) fresh_ = false;
     if (!fresh_) reset_();
     return fresh_;
 }

@@ -1,6 +1,7 @@
 #include "pg/citus/distributed.h"
 
 #include "pg/boundary/bridge.h"
+#include "pg/citus/shard_scope.h"
 
 extern "C" {
 #include "access/genam.h"
@@ -68,5 +69,10 @@ bool distributed() {
 unsigned long citus_metadata_generation() { return generation; }
 
 void forget_citus_routing() { ++generation; }
+
+bool placed_here(const char* table) {
+    // The table's shards placed in this node's group: local_shards (shard_scope.h).
+    return !local_shards(table).empty();
+}
 
 }  // namespace whizbang::pg

@@ -17,6 +17,10 @@ bool distributed();
 // Read after distributed(), which takes the pending invalidations in.
 unsigned long citus_metadata_generation();
 
+// Whether this node holds a placement of whizbang.<table> (a reference table: every node in
+// Citus's metadata does, the coordinator once citus_set_coordinator_host ran). Reads the catalog.
+bool placed_here(const char* table);
+
 // Marks every routing cached in this backend as stale (a routed part found its shard gone).
 void forget_citus_routing();
 
