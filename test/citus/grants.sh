@@ -78,6 +78,20 @@ as_check "outbox relay: claims the 30 and completes them (complete_work and comp
 check_eq "outbox relay: may not store inbox messages" 42501 \
   "$(as r_relay "SELECT public.sqlstate_of(\$\$SELECT whizbang.inbox_receive(public.batch('x', 1), 'g')\$\$)")"
 
+# What one server's statements would refuse, the coordinator refuses too (the nodes run as the owner).
+check_eq "inbox worker: may not claim the outbox (42501)" 42501 \
+  "$(as r_inbox "SELECT public.sqlstate_of(\$\$SELECT whizbang.claim_work('00000000-0000-4000-8000-0000000000b1', 'outbox')\$\$)")"
+check_eq "inbox worker: may not complete outbox rows (42501)" 42501 \
+  "$(as r_inbox "SELECT public.sqlstate_of(\$\$SELECT whizbang.complete_work('outbox', ARRAY[md5('o1')::uuid])\$\$)")"
+q "SELECT count(*) FROM whizbang.store_outbox_messages(public.batch('o2', 5), p_partition_count => 64)" >/dev/null
+as_check "inbox worker: a claim without p_source takes no outbox rows (it may not update them)" r_inbox \
+  "SELECT count(*) = 0 FROM whizbang.claim_work('00000000-0000-4000-8000-0000000000b2', NULL, 1000, 30, NULL, 64)
+    WHERE source = 'outbox'"
+q "CREATE ROLE r_exec_only LOGIN; GRANT USAGE ON SCHEMA whizbang TO r_exec_only;
+   GRANT EXECUTE ON FUNCTION whizbang.store_outbox_messages(jsonb, uuid, timestamptz, timestamptz, integer) TO r_exec_only" >/dev/null
+check_eq "EXECUTE without the table grants: the store is refused (42501), as on one server" 42501 \
+  "$(as r_exec_only "SELECT public.sqlstate_of(\$\$SELECT whizbang.store_outbox_messages(public.batch('o3', 1))\$\$)")"
+
 # Idempotency and dedup.
 as_check "idempotency: claims, completes and finds a key completed" r_idem \
   "SELECT whizbang.idempotency_complete('s', 'k1', (SELECT b.token FROM whizbang.idempotency_begin('s', 'k1') b),

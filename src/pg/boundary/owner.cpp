@@ -7,7 +7,10 @@ extern "C" {
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
+#include "catalog/namespace.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/fmgroids.h"
 }
 
@@ -36,6 +39,22 @@ AsExtensionOwner::AsExtensionOwner() {
     pg_call([&] {
         GetUserIdAndSecContext(&user_, &context_);
         SetUserIdAndSecContext(extension_owner_unguarded(), context_ | SECURITY_LOCAL_USERID_CHANGE);
+    });
+}
+
+bool has_table_privilege(const char* table, AclMode mode) {
+    return pg_call([&] {
+        Oid relid = get_relname_relid(table, get_namespace_oid("whizbang", false));
+        return OidIsValid(relid) && pg_class_aclcheck(relid, GetUserId(), mode) == ACLCHECK_OK;
+    });
+}
+
+void require_table_privilege(const char* table, AclMode mode) {
+    pg_call([&] {
+        Oid relid = get_relname_relid(table, get_namespace_oid("whizbang", false));
+        if (!OidIsValid(relid)) return;
+        AclResult result = pg_class_aclcheck(relid, GetUserId(), mode);
+        if (result != ACLCHECK_OK) aclcheck_error(result, OBJECT_TABLE, psprintf("whizbang.%s", table));
     });
 }
 

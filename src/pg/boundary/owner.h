@@ -22,4 +22,12 @@ private:
     int context_ = 0;
 };
 
+// Raises 42501 "permission denied for table whizbang.<table>" unless the current user (the
+// caller: call it before AsExtensionOwner) holds `mode` on it. Routed work runs as the owner, so
+// the coordinator checks here what the single server's statements would have checked.
+void require_table_privilege(const char* table, AclMode mode);
+
+// Whether the current user holds `mode` on whizbang.<table> (false when it does not exist).
+bool has_table_privilege(const char* table, AclMode mode);
+
 }  // namespace whizbang::pg

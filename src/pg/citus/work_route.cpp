@@ -1,9 +1,11 @@
+#include <cstring>
 #include <map>
 #include <optional>
 
 #include "core/partition.h"
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
+#include "pg/boundary/owner.h"
 #include "pg/citus/citus_route.h"
 #include "pg/citus/claim_memory.h"
 #include "pg/citus/shard_scope.h"
@@ -119,6 +121,11 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     if (!in_node_scope()) {
+        // The caller's rights on the source's work state, as one server's statements would check
+        // them (the nodes run as the owner): completion and cancelling delete, the others update.
+        const bool deletes = strcmp(function, "complete_work") == 0 || strcmp(function, "cancel_work") == 0;
+        require_table_privilege(source == Source::outbox ? "wh_outbox_work" : "wh_inbox_work",
+                                deletes ? ACL_DELETE : ACL_UPDATE);
         if (std::optional<std::vector<int>> known = claimed_partitions(source, ids)) {
             // Every id was handed out by a claim of this backend: to the nodes that hold them only.
             std::vector<RoutedRow> out;
@@ -193,6 +200,7 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
     SpiConnection spi;
     int done = 0;
     if (!in_node_scope()) {
+        require_table_privilege("wh_outbox_work", ACL_DELETE);  // what one server's delete checks
         if (std::optional<std::vector<int>> known = claimed_partitions(Source::outbox, ids)) {
             // Every id was handed out by a claim of this backend: to the nodes that hold them only.
             for (const auto& [node, positions] : routing_groups(*known)) {

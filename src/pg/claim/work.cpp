@@ -20,6 +20,7 @@
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
 
+#include "pg/boundary/owner.h"
 #include "pg/citus/citus_route.h"
 #include "pg/citus/claim_memory.h"
 #include "pg/citus/shard_scope.h"
@@ -261,6 +262,17 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     } else {
         for (int anchor : routing_anchors()) parts.emplace_back(anchor, std::vector<int>{});
     }
+    // The caller's rights, checked here (the nodes run as the owner): the source's work state must
+    // be the caller's to update, and a claim without p_source takes the outbox only where it may,
+    // as on one server.
+    std::optional<Datum> only_inbox;
+    if (!PG_ARGISNULL(1)) {
+        require_table_privilege(text_from_datum(PG_GETARG_DATUM(1)) == "outbox" ? "wh_outbox_work" : "wh_inbox_work",
+                                ACL_UPDATE);
+    } else {
+        require_table_privilege("wh_inbox_work", ACL_UPDATE);
+        if (!has_table_privilege("wh_outbox_work", ACL_UPDATE)) only_inbox = text_datum("inbox");
+    }
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     const int64_t token = coordinator_lease_token();  // one token for the whole claim, as on one server
     // Each claim starts at another node (and, on a node, another shard) so that none waits
@@ -273,6 +285,10 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
         std::vector<Datum> values;
         std::vector<char> nulls;
         caller_arguments(fcinfo, values, nulls);
+        if (only_inbox) {
+            values[1] = *only_inbox;
+            nulls[1] = ' ';
+        }
         values[2] = Int32GetDatum(max_rows - handed);  // p_max_rows
         values[4] = mine.empty() ? (Datum)0 : int4_array(mine);
         nulls[4] = mine.empty() ? 'n' : ' ';
