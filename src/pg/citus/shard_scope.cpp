@@ -200,36 +200,40 @@ const std::pair<const char*, const char*> kConflictTargets[] = {
 
 }  // namespace
 
+namespace {
+
+// Citus's shard metadata locks of `shards` in ShareLock mode, the mode of Citus's own writes
+// (its executor's AcquireMetadataLocks); moves, splits and rebalances take ExclusiveLock on every
+// node with metadata (BlockWritesToShardList). Through Citus's lock_shard_metadata, called
+// directly (not planned). PostgreSQL side of the boundary.
+void lock_shard_metadata_unguarded(ArrayType* shards) {
+    static Oid lock_function = InvalidOid;
+    if (!OidIsValid(lock_function)) {
+        Oid args[2] = {INT4OID, INT8ARRAYOID};
+        lock_function = LookupFuncName(list_make2(makeString(pstrdup("pg_catalog")),
+                                                  makeString(pstrdup("lock_shard_metadata"))),
+                                       2, args, false);
+    }
+    OidFunctionCall2(lock_function, Int32GetDatum(ShareLock), PointerGetDatum(shards));
+}
+
+}  // namespace
+
 void lock_shards_here(const std::vector<int64_t>& shards) {
     if (shards.empty()) return;
     Datum array = int8_array(shards);
     pg_call([&] {
-        if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "whizbang: SPI_connect failed");
-        Oid types[1] = {INT8ARRAYOID};
-        Datum values[1] = {array};
-        int rc = SPI_execute_with_args("SELECT pg_catalog.lock_shard_metadata(5, $1)", 1, types, values, nullptr, false, 0);
-        if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: could not lock the metadata of %zu shards", shards.size());
-        SPI_finish();
+        lock_shard_metadata_unguarded(DatumGetArrayTypeP(array));
         // A move that committed while this waited changed the metadata: take its invalidation in.
         AcceptInvalidationMessages();
     });
 }
 
 void lock_local_placement(int64_t shard, int partition) {
-    static Oid lock_function = InvalidOid;
     const bool local = pg_call([&] {
-        if (!OidIsValid(lock_function)) {
-            // ShareLock (5) through Citus's lock_shard_metadata: the mode of Citus's own writes
-            // (AcquireMetadataLocks); moves, splits and rebalances take ExclusiveLock on every
-            // node with metadata (BlockWritesToShardList). Called directly, not planned.
-            Oid args[2] = {INT4OID, INT8ARRAYOID};
-            lock_function = LookupFuncName(list_make2(makeString(pstrdup("pg_catalog")),
-                                                      makeString(pstrdup("lock_shard_metadata"))),
-                                           2, args, false);
-        }
         Datum element = Int64GetDatum(shard);
-        ArrayType* shards = construct_array(&element, 1, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-        OidFunctionCall2(lock_function, Int32GetDatum(ShareLock), PointerGetDatum(shards));
+        lock_shard_metadata_unguarded(
+            construct_array(&element, 1, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
         return placement_is_local_unguarded(shard);
     });
     if (local) return;
