@@ -208,12 +208,19 @@ wb_setup() {
 }
 
 # A port no other cluster on this machine uses, for pg_virtualenv -c "-p PORT": several test
-# runs may share a machine, and pg_virtualenv alone would always pick 5432.
+# runs may share a machine, and pg_virtualenv alone would always pick 5432. Taken below the
+# kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768+ by default): a port there can be
+# handed to any outgoing connection between this check and the server's bind, which once made the
+# exporter test fail with "address already in use". Any socket state counts, not only listeners.
 wb_free_port() {
-  local p
+  local p low=20000 high=32767 start
+  start=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true)
+  if [ -n "$start" ] && [ "$start" -gt $((low + 1000)) ] && [ "$start" -le "$high" ]; then
+    high=$((start - 1))
+  fi
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 20000))
-    if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$p" ]; then
+    p=$((low + RANDOM % (high - low + 1)))
+    if [ -z "$(ss -Htan "( sport = :$p )" 2>/dev/null)" ] && [ ! -e "/var/run/postgresql/.s.PGSQL.$p" ]; then
       echo "$p"
       return
     fi
