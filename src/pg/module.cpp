@@ -5,6 +5,7 @@
 #include <vector>
 
 // Headers that include src/core come first (core/no_postgres.h).
+#include "pg/citus/claim_memory.h"
 #include "pg/lease/lease_store.h"
 #include "pg/wait/work_wait.h"
 
@@ -53,6 +54,7 @@ void _PG_init(void) {
     maintenance_preload_init();
     work_wait_preload_init();
     lease_store_preload_init();
+    claim_memory_preload_init();
     MarkGUCPrefixReserved("whizbang");
     maintenance_register_workers();
 }

@@ -1,9 +1,15 @@
-// The partitions of the messages this backend's claims handed out, on a distributed install's
-// coordinator (docs/scaleout.md "A node down is a node down"). An outcome call names rows by
-// message id, which does not tell their node; a claim does (its partition_number column). With
-// the partition of every id it names known, an outcome call goes to the nodes that hold them
-// only, not to every node: a node that is down then stops only the calls for its messages.
-// A message's partition never changes (its shard's node may: routing follows Citus's metadata).
+// The partitions of the messages claims handed out, on a distributed install's coordinator
+// (docs/scaleout.md "A node down is a node down"). An outcome call names rows by message id,
+// which does not tell their node; a claim does (its partition_number column). With the partition
+// of every id it names known, an outcome call goes to the nodes that hold them only, not to every
+// node: a node that is down then stops only the calls for its messages.
+//
+// With whizbang in shared_preload_libraries the memory is shared by every backend of the server
+// (`whizbang.remembered_claims` ids, per database), so a completion from another session than the
+// claim's — a pool, a pooler, another worker process — is routed too; otherwise each backend
+// remembers its own claims' last 65,536 ids.
+// A message's partition never changes (its shard's node may: routing follows Citus's metadata),
+// so a remembered partition cannot go stale; a forgotten one only costs a call to every node.
 #pragma once
 
 #include <optional>
@@ -13,11 +19,14 @@
 
 namespace whizbang::pg {
 
-// Notes that `id` of `source`, handed out by a claim, lives in `partition`. At most 65,536 are
-// kept (the oldest forgotten first); a forgotten id's outcome call goes to every node, as before.
+// Notes that `id` of `source`, handed out by a claim, lives in `partition`. When the memory is
+// full the id replaces an older one; a forgotten id's outcome call goes to every node.
 void remember_claimed(Source source, const core::Uuid& id, int partition);
 
-// The partition a claim of this backend noted for `id`, if any.
+// The partition a claim noted for `id` in this database, if any.
 std::optional<int> claimed_partition(Source source, const core::Uuid& id);
+
+// The shared memory and its setting, from _PG_init when the postmaster preloads the library.
+void claim_memory_preload_init();
 
 }  // namespace whizbang::pg
