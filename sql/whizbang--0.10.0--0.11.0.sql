@@ -343,3 +343,15 @@ BEGIN
     END LOOP;
 END;
 $$;
+
+-- run_maintenance on a distributed install commits after every batch on every node: the
+-- coordinator calls this on one shard at a time, one batch of each unfinished task per call and
+-- per transaction, handing back each task's position (p_state, 7 numbers per task in
+-- perform_maintenance's task order; NULL: a fresh run).
+CREATE FUNCTION whizbang._maintenance_batch(p_now timestamptz, p_batch_size integer, p_state bigint[])
+RETURNS TABLE (task_name text, rows_affected bigint, duration_ms double precision, status text, state bigint[])
+    AS 'MODULE_PATHNAME', 'wb_maintenance_batch' LANGUAGE C VOLATILE ROWS 4;
+COMMENT ON FUNCTION whizbang._maintenance_batch(timestamptz, integer, bigint[]) IS
+    'internal: (0.11.0) one batch of each unfinished maintenance task on one shard, the part run_maintenance sends to a node of a distributed install; state: the task''s position for the next call, status: ok, skipped or more. Only the extension''s owner calls it.';
+REVOKE ALL ON FUNCTION whizbang._maintenance_batch(timestamptz, integer, bigint[]) FROM PUBLIC;
+ALTER FUNCTION whizbang._maintenance_batch(timestamptz, integer, bigint[]) SET search_path = pg_catalog, pg_temp;

@@ -90,13 +90,18 @@ check "after the removal: all 60 claimable once the leases ended, and completed"
    SELECT (SELECT count(*) FROM c) = 60
       AND (SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY(SELECT message_id FROM c), ARRAY(SELECT lease_token FROM c),
                                                        'ops', now() + interval '1 hour') WHERE outcome = 'completed') = 60"
-# run_maintenance commits shard by shard: one transaction per shard, not one per node.
+# run_maintenance commits batch by batch on every shard: 2,000 old records over 8 shards purged
+# in batches of 10 rows (a few blocks: several batches per shard), each its own transaction.
 q "SELECT count(*) FROM (SELECT whizbang.dedup_insert(md5('old' || g)::uuid, 'maint', NULL, NULL, '2020-01-01 00:00:00+00')
-     FROM generate_series(1, 200) g) s" >/dev/null
-begins=$(psql -X -q -A -t -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
-           -c "CALL whizbang.run_maintenance()" 2>&1 | grep -c 'issuing BEGIN' || true)
-check_eq "run_maintenance: one transaction per shard (8 shards, at least 8 remote BEGINs)" yes \
-  "$([ "$begins" -ge 8 ] && echo yes || echo "no: $begins")"
+     FROM generate_series(1, 2000) g) s" >/dev/null
+maint=$(psql -X -q -A -t -c "SET citus.log_remote_commands = on" -c "SET client_min_messages = log" \
+           -c "CALL whizbang.run_maintenance(p_batch_size => 10)" 2>&1)
+begins=$(grep -c 'issuing BEGIN' <<<"$maint" || true)
+dedup_batches=$(sed -n 's/.*purge_old_deduplication ok, \([0-9]*\) rows in \([0-9]*\) batches.*/\1 \2/p' <<<"$maint")
+check_eq "run_maintenance: the 2,000 old records purged in more batches than shards (per batch, not per shard)" yes \
+  "$(read -r rows batches <<<"$dedup_batches"; [ "${rows:-0}" -eq 2000 ] && [ "${batches:-0}" -gt 16 ] && echo yes || echo "no: ${dedup_batches:-no NOTICE}")"
+check_eq "run_maintenance: one transaction per batch (as many remote BEGINs as batches at least)" yes \
+  "$(read -r _ batches <<<"$dedup_batches"; [ "$begins" -ge "${batches:-1}" ] && [ "$begins" -gt 16 ] && echo yes || echo "no: $begins BEGINs, ${batches:-?} batches")"
 check "run_maintenance purged the old dedup records of every shard" \
   "SELECT count(*) = 0 FROM whizbang.wh_message_deduplication WHERE consumer = 'maint'"
 check "no prepared transaction left on any node" \

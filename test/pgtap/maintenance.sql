@@ -5,7 +5,7 @@
 -- Time is simulated: rows are recorded at T0 = 2030-01-01 00:00:00 UTC and maintenance runs at
 -- T0 + 31 days (past the default 30-day windows) unless said otherwise.
 BEGIN;
-SELECT plan(68);
+SELECT plan(70);
 
 SET LOCAL TimeZone = 'UTC';
 
@@ -230,6 +230,13 @@ SELECT results_eq(
     'stats: the outbox''s pending / leased / scheduled / dead-lettered and the oldest pending age');
 SELECT is((SELECT count(*) FROM whizbang.stats), (SELECT count(*) FROM whizbang.stats()),
           'stats: the view and the function agree');
+
+-- run_maintenance's part on a node of a distributed install: refused elsewhere, nothing purged.
+SELECT throws_ok($$SELECT * FROM whizbang._maintenance_batch('2100-01-01 00:00:00+00', 10, NULL)$$, '0A000',
+                 'whizbang._maintenance_batch() is run_maintenance''s part on a node of a distributed install',
+                 '_maintenance_batch outside a routed call: 0A000');
+SELECT ok(NOT has_function_privilege('public', 'whizbang._maintenance_batch(timestamptz, integer, bigint[])', 'EXECUTE'),
+          '_maintenance_batch: not executable by PUBLIC');
 
 SELECT * FROM finish();
 ROLLBACK;

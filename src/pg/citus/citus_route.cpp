@@ -262,6 +262,9 @@ void require_caller_privileges(const char* function) {
         {"perform_maintenance", "wh_message_deduplication", ACL_DELETE},
         {"perform_maintenance", "wh_inbox", ACL_DELETE},
         {"perform_maintenance", "wh_outbox", ACL_DELETE},
+        {"_maintenance_batch", "wh_message_deduplication", ACL_DELETE},
+        {"_maintenance_batch", "wh_inbox", ACL_DELETE},
+        {"_maintenance_batch", "wh_outbox", ACL_DELETE},
     };
     for (const Need& n : needs)
         if (strcmp(n.function, function) == 0) require_table_privilege(n.table, n.mode);

@@ -222,33 +222,45 @@ void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
     run.done = run.position >= run.end_block;
 }
 
-void idempotency_batch(TaskRun& run, TimestampTz now, int batch);
-
-// Inside a routed call (a distributed install's perform_maintenance, one call per shard of the
-// work tables): the idempotency keys are a colocation group of their own, so the call for the
-// node's first shard purges every key shard on the node, to the end; the others none.
-void idempotency_on_node(TaskRun& run, TimestampTz now, int batch) {
-    for (int64_t shard : idempotency_shards_of_first_local_shard()) {
-        ShardTableOverride keys("wh_idempotency_keys", shard);
-        TaskRun one;
-        while (!one.done) {
-            idempotency_batch(one, now, batch);
-            one.started = true;
-        }
-        run.rows += one.rows;
-    }
-    run.done = true;
-}
-
-void idempotency_batch(TaskRun& run, TimestampTz now, int batch) {
-    if (!run.started) run.position = DT_NOBEGIN;
+// One batch of the idempotency purge: tombstones (phase 0), then forgotten keys (phase 1); 2 when
+// both are through.
+void idempotency_step(TaskRun& run, TimestampTz now, int batch) {
     CachedPlan& plan = run.phase == 0 ? tombstone_plan : forget_keys_plan;
     const int64_t n = by_expiry(plan, now, run.position, batch);
     run.rows += n;
     if (n < batch) {
         run.position = DT_NOBEGIN;
-        if (++run.phase == 2) run.done = true;
+        ++run.phase;
     }
+}
+
+// Inside a routed call (a distributed install's maintenance, one call per shard of the work
+// tables): the idempotency keys are a colocation group of their own, so the call for the
+// node's first shard purges every key shard on the node, one batch at a time (end_block: the
+// key shard at hand, in idempotency_shards_of_first_local_shard's order); the others none.
+void idempotency_on_node(TaskRun& run, TimestampTz now, int batch) {
+    const std::vector<int64_t> shards = idempotency_shards_of_first_local_shard();
+    if (!run.started) {
+        run.end_block = 0;
+        run.phase = 0;
+        run.position = DT_NOBEGIN;
+    }
+    if (run.end_block < static_cast<int64_t>(shards.size())) {
+        ShardTableOverride keys("wh_idempotency_keys", shards[static_cast<std::size_t>(run.end_block)]);
+        idempotency_step(run, now, batch);
+        if (run.phase == 2) {
+            ++run.end_block;
+            run.phase = 0;
+            run.position = DT_NOBEGIN;
+        }
+    }
+    run.done = run.end_block >= static_cast<int64_t>(shards.size());
+}
+
+void idempotency_batch(TaskRun& run, TimestampTz now, int batch) {
+    if (!run.started) run.position = DT_NOBEGIN;
+    idempotency_step(run, now, batch);
+    run.done = run.phase == 2;
 }
 
 void dead_letters_batch(TaskRun& run, TimestampTz now, int batch) {

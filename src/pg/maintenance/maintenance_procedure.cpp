@@ -11,13 +11,22 @@
 // with a SET clause atomic (the setting could not be restored across a commit), and COMMIT then
 // fails. Each of its transactions sets search_path = pg_catalog, pg_temp itself instead, for the
 // duration of its batch, as a SET clause would (DESIGN §4).
+#include <vector>
+
 #include "pg/boundary/args.h"
-#include "pg/citus/citus_route.h"
-#include "pg/maintenance/maintenance.h"
+#include "pg/boundary/arrays.h"
 #include "pg/boundary/spi.h"
+#include "pg/citus/citus_route.h"
+#include "pg/citus/shard_scope.h"
+#include "pg/maintenance/maintenance.h"
 
 extern "C" {
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/array.h"
 #include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/regproc.h"
 }
 
 using namespace whizbang;
@@ -47,6 +56,88 @@ bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batc
     return more;
 }
 
+// A task's position between the batches of a distributed run, as _maintenance_batch's p_state
+// carries it: kStateWidth numbers per task, in task order.
+constexpr int kStateWidth = 7;
+
+std::vector<int64_t> state_of(const TaskRun& run) {
+    std::vector<int64_t> out(kStateWidth);
+    out[0] = run.started;
+    out[1] = run.done;
+    out[2] = run.skipped;
+    out[3] = run.phase;
+    out[4] = run.position;
+    out[5] = run.end_block;
+    out[6] = run.rows_per_block;
+    return out;
+}
+
+void run_of(const int64_t* in, TaskRun& run) {
+    run.started = in[0] != 0;
+    run.done = in[1] != 0;
+    run.skipped = in[2] != 0;
+    run.phase = static_cast<int>(in[3]);
+    run.position = in[4];
+    run.end_block = in[5];
+    run.rows_per_block = in[6];
+}
+
+std::vector<int64_t> int8_values(Datum array) {
+    Datum* elems = nullptr;
+    bool* nulls = nullptr;
+    int n = 0;
+    pg_call([&] {
+        deconstruct_array(DatumGetArrayTypeP(array), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+    });
+    std::vector<int64_t> out;
+    for (int i = 0; i < n; ++i) out.push_back(nulls[i] ? 0 : DatumGetInt64(elems[i]));
+    return out;
+}
+
+// Whether the installed SQL has _maintenance_batch (0.11.0): a library newer than the SQL, before
+// ALTER EXTENSION UPDATE, purges a shard per transaction instead.
+bool per_batch_on_nodes() {
+    static whizbang::pg::CachedPlan plan(
+        "SELECT pg_catalog.to_regprocedure('whizbang._maintenance_batch(timestamptz, integer, bigint[])') IS NOT NULL",
+        {});
+    plan.execute({});
+    bool isnull = false;
+    return DatumGetBool(spi_value(0, 1, &isnull));
+}
+
+// One batch of every unfinished task on the shard of `shard_anchor` (a partition), in the current
+// transaction; `state` carries the tasks' positions from one call to the next (empty: fresh).
+// Returns whether any task has more to do there.
+bool batch_on_shard(TaskRun (&runs)[kTaskCount], std::vector<int64_t>& state, int shard_anchor, TimestampTz now,
+                    int batch) {
+    const std::vector<int> one{shard_anchor};
+    const std::vector<int64_t> before = state;
+    uint64 rows = routed_call(shard_anchor, "_maintenance_batch", {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
+                              {TimestampTzGetDatum(now), Int32GetDatum(batch), state.empty() ? (Datum)0 : int8_array(state)},
+                              {' ', ' ', state.empty() ? 'n' : ' '}, 0, nullptr, &one);
+    if (rows != static_cast<uint64>(kTaskCount))
+        throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                       "whizbang: a node answered " + std::to_string(rows) + " rows for " +
+                           std::to_string(kTaskCount) + " maintenance tasks");
+    bool more = false;
+    state.clear();
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        const bool was_done = !before.empty() && before[r * kStateWidth + 1] != 0;
+        runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
+        runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
+        if (!was_done) runs[r].batches += 1;
+        const std::string status = text_from_datum(spi_value(r, 4, &isnull));
+        if (status == "skipped") runs[r].skipped = true;
+        if (status == "more") more = true;
+        const std::vector<int64_t> task_state = int8_values(spi_value(r, 5, &isnull));
+        if (task_state.size() != static_cast<std::size_t>(kStateWidth))
+            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "whizbang: a node answered a malformed maintenance state");
+        for (int64_t v : task_state) state.push_back(v);
+    }
+    return more;
+}
+
 }  // namespace
 
 // run_maintenance(p_now, p_batch_size): reports one NOTICE per task.
@@ -61,17 +152,28 @@ WB_ROUTED_FUNCTION(wb_run_maintenance, every_node) {
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
     TaskRun runs[kTaskCount];
     if (must_route()) {
-        // A distributed install: shard by shard, one shard of one node per transaction, so no
-        // node holds a long transaction (its locks, its snapshot) for the whole purge.
+        // A distributed install: shard by shard, and on each shard batch by batch, each in a
+        // transaction of its own (the node's locks and snapshot last one batch, as on one server).
         SpiConnection spi(/*nonatomic=*/true);
-        const std::vector<int> anchors = routing_anchors();
+        const bool per_batch = per_batch_on_nodes();
+        std::vector<int> shards;
+        for (int anchor : routing_anchors())
+            for (int shard : node_shard_anchors(anchor)) shards.push_back(shard);
         bool first = true;
-        for (int anchor : anchors) {
-            for (int shard : node_shard_anchors(anchor)) {
+        for (int shard : shards) {
+            if (!per_batch) {
                 if (!first) spi.commit();
                 first = false;
                 const std::vector<int> one{shard};
-                run_on_node(runs, anchor, now, batch, &one);
+                run_on_node(runs, shard, now, batch, &one);
+                continue;
+            }
+            std::vector<int64_t> state;
+            bool more = true;
+            while (more) {
+                if (!first) spi.commit();
+                first = false;
+                more = batch_on_shard(runs, state, shard, now, batch);
             }
         }
         spi.finish();
@@ -90,4 +192,47 @@ WB_ROUTED_FUNCTION(wb_run_maintenance, every_node) {
         });
     }
     PG_RETURN_VOID();
+}
+
+// _maintenance_batch(p_now, p_batch_size, p_state) RETURNS TABLE(task_name, rows_affected,
+// duration_ms, status, state): run_maintenance's part on a node of a distributed install, one
+// batch of each unfinished task on one shard (status more: not through yet).
+WB_ROUTED_FUNCTION(wb_maintenance_batch, local) {
+    const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
+    const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    if (in_node_scope()) {
+        // The node call: to the shard it names, here.
+        SpiConnection spi;
+        std::vector<RoutedRow> out = call_on_every_shard(fcinfo, "_maintenance_batch");
+        spi.finish();
+        put_in_order(rsinfo, out);
+        return (Datum)0;
+    }
+    if (!in_shard_scope())
+        throw SqlError(ERRCODE_FEATURE_NOT_SUPPORTED,
+                       "whizbang._maintenance_batch() is run_maintenance's part on a node of a distributed install",
+                       "", "CALL whizbang.run_maintenance(), or SELECT * FROM whizbang.perform_maintenance().");
+    TaskRun runs[kTaskCount];
+    if (std::optional<std::vector<std::optional<int64_t>>> given = int8_array_arg(fcinfo, 2, "p_state")) {
+        require_same_length(static_cast<std::size_t>(kTaskCount * kStateWidth), "the tasks' positions", given->size(),
+                            "p_state");
+        std::vector<int64_t> values;
+        for (const auto& v : *given) values.push_back(v.value_or(0));
+        for (int t = 0; t < kTaskCount; ++t) run_of(values.data() + t * kStateWidth, runs[t]);
+    }
+    (void)run_batches(runs, now, batch);
+    for (int t = 0; t < kTaskCount; ++t) {
+        const std::vector<int64_t> state = state_of(runs[t]);
+        Datum name = text_datum(task_name(static_cast<Task>(t)));
+        Datum status = text_datum(runs[t].skipped ? "skipped" : runs[t].done ? "ok" : "more");
+        Datum state_array = int8_array(state);
+        pg_call([&] {
+            Datum values[5] = {name, Int64GetDatum(runs[t].rows), Float8GetDatum(runs[t].ms), status, state_array};
+            bool nulls[5] = {false, false, false, false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        });
+    }
+    return (Datum)0;
 }
