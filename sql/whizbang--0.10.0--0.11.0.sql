@@ -355,3 +355,100 @@ COMMENT ON FUNCTION whizbang._maintenance_batch(timestamptz, integer, bigint[]) 
     'internal: (0.11.0) one batch of each unfinished maintenance task on one shard, the part run_maintenance sends to a node of a distributed install; state: the task''s position for the next call, status: ok, skipped or more. Only the extension''s owner calls it.';
 REVOKE ALL ON FUNCTION whizbang._maintenance_batch(timestamptz, integer, bigint[]) FROM PUBLIC;
 ALTER FUNCTION whizbang._maintenance_batch(timestamptz, integer, bigint[]) SET search_path = pg_catalog, pg_temp;
+
+-- distribute() moves the nodes' dead-letter id sequences past the ids of dead letters restored from a
+-- dump (docs/scaleout.md "Backup: pg_dump and restore"); otherwise the same as 0.8.0's.
+CREATE OR REPLACE FUNCTION whizbang.distribute(p_shard_count integer DEFAULT 32) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    failed text;
+    tab text;
+    v_dead_letter_seq bigint;
+BEGIN
+    IF p_shard_count IS NULL THEN
+        RAISE EXCEPTION 'p_shard_count must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF p_shard_count < 1 OR p_shard_count > 64000 THEN
+        RAISE EXCEPTION 'p_shard_count must be between 1 and 64000, not %', p_shard_count USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+        RAISE EXCEPTION 'whizbang.distribute() needs the citus extension in this database'
+            USING ERRCODE = '55000', HINT = 'docs/scaleout.md shows how to set up a Citus cluster.';
+    END IF;
+    IF NOT pg_catalog.citus_is_coordinator() THEN
+        RAISE EXCEPTION 'whizbang.distribute() runs on the Citus coordinator' USING ERRCODE = '55000';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+                WHERE logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox_work'::pg_catalog.regclass) THEN
+        RAISE NOTICE 'whizbang is distributed already';
+        RETURN;
+    END IF;
+
+    -- Dead letters restored from a dump of a cluster (docs/scaleout.md "Backup"): their ids came
+    -- from that cluster's nodes, each made of the node's group id (the top 16 bits) and the node's
+    -- own sequence, which no dump holds. A fresh cluster's nodes have the same group ids and start
+    -- their sequences at 1, so they must start past the restored ids, or two dead letters share one.
+    SELECT pg_catalog.max(d.dead_letter_id OPERATOR(pg_catalog.&) 281474976710655) INTO v_dead_letter_seq
+      FROM whizbang.wh_dead_letters d;
+
+    PERFORM whizbang._distribution_keys();
+    -- The workers' whizbang tables (Citus keeps them as the shells of the extension's tables)
+    -- must have the same keys before Citus creates the shards.
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s:%s: %s', r.nodename, r.nodeport, r.result), '; ')
+      INTO failed
+      FROM pg_catalog.run_command_on_workers('SELECT whizbang._distribution_keys()') r
+     WHERE NOT r.success;
+    IF failed IS NOT NULL THEN
+        RAISE EXCEPTION 'whizbang.distribute(): a worker could not take the distribution keys: %', failed
+            USING ERRCODE = '55000', HINT = 'Every node needs whizbang at the coordinator''s version.';
+    END IF;
+
+    -- The settings' validation and cache triggers go with the reference tables (Citus asks
+    -- for this setting to keep triggers on a distributed table).
+    PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_setting_defaults');
+    -- The rows were validated when written; copying them to the placements must not run the
+    -- validation again (its INSERT-of-a-known-key path writes wh_settings from inside the copy).
+    ALTER TABLE whizbang.wh_settings DISABLE TRIGGER wh_settings_validate;
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_settings');
+    ALTER TABLE whizbang.wh_settings ENABLE TRIGGER wh_settings_validate;
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_idempotency_policies');
+
+    PERFORM pg_catalog.create_distributed_table('whizbang.wh_inbox_work', 'partition_number',
+                                                shard_count => p_shard_count, colocate_with => 'none');
+    INSERT INTO whizbang.wh_partitions (partition_number)
+    SELECT p FROM pg_catalog.generate_series(0, 9999) AS p ON CONFLICT DO NOTHING;
+    FOREACH tab IN ARRAY ARRAY['wh_partitions', 'wh_inbox', 'wh_inbox_streams', 'wh_inbox_preleased', 'wh_outbox_work',
+                               'wh_outbox', 'wh_outbox_streams', 'wh_outbox_preleased',
+                               'wh_message_deduplication', 'wh_dead_letters'] LOOP
+        PERFORM pg_catalog.create_distributed_table(pg_catalog.format('whizbang.%I', tab), 'partition_number',
+                                                    colocate_with => 'whizbang.wh_inbox_work');
+    END LOOP;
+    -- Idempotency keys go by a hash of their scope (Citus hashes the text): one scope, one node.
+    PERFORM pg_catalog.create_distributed_table('whizbang.wh_idempotency_keys', 'scope',
+                                                shard_count => p_shard_count, colocate_with => 'none');
+
+    -- The coordinator's own copies are empty shells from now on.
+    FOREACH tab IN ARRAY ARRAY['wh_setting_defaults', 'wh_settings', 'wh_idempotency_policies', 'wh_inbox_work',
+                               'wh_inbox', 'wh_inbox_streams', 'wh_inbox_preleased', 'wh_outbox_work', 'wh_outbox',
+                               'wh_outbox_streams', 'wh_outbox_preleased', 'wh_message_deduplication',
+                               'wh_dead_letters', 'wh_idempotency_keys', 'wh_partitions'] LOOP
+        PERFORM pg_catalog.truncate_local_data_after_distributing_table(pg_catalog.format('whizbang.%I', tab));
+    END LOOP;
+
+    IF v_dead_letter_seq IS NOT NULL THEN
+        SELECT pg_catalog.string_agg(pg_catalog.format('%s:%s: %s', r.nodename, r.nodeport, r.result), '; ')
+          INTO failed
+          FROM pg_catalog.run_command_on_workers(pg_catalog.format(
+                   $c$SELECT pg_catalog.setval('whizbang.wh_dead_letters_dead_letter_id_seq', GREATEST(%s,
+                          (SELECT s.last_value FROM whizbang.wh_dead_letters_dead_letter_id_seq s)))$c$,
+                   v_dead_letter_seq)) r
+         WHERE NOT r.success;
+        IF failed IS NOT NULL THEN
+            RAISE EXCEPTION 'whizbang.distribute(): a worker''s dead-letter id sequence could not be moved past the restored ids: %', failed
+                USING ERRCODE = '55000';
+        END IF;
+    END IF;
+END
+$$;
