@@ -1,0 +1,82 @@
+#include "generation_span.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace whizbang::core::generations {
+namespace {
+
+constexpr std::int64_t kMicrosPerDay = 24 * kMicrosPerHour;
+
+// The civil date of a day count since 2000-01-01 (Howard Hinnant's days_from_civil, inverted).
+void civil_from_days(std::int64_t days_since_2000, int& y, unsigned& m, unsigned& d) {
+    const std::int64_t z = days_since_2000 + 10957 + 719468;  // days since 0000-03-01
+    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const unsigned doe = static_cast<unsigned>(z - era * 146097);
+    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const unsigned mp = (5 * doy + 2) / 153;
+    d = doy - (153 * mp + 2) / 5 + 1;
+    m = mp < 10 ? mp + 3 : mp - 9;
+    y = static_cast<int>(yoe + era * 400 + (m <= 2 ? 1 : 0));
+}
+
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
+
+}  // namespace
+
+std::int64_t period_start(std::int64_t t, std::int64_t period) { return floor_div(t, period) * period; }
+
+std::optional<Span> span_holding(const std::vector<Span>& existing, std::int64_t t) {
+    auto after = std::upper_bound(existing.begin(), existing.end(), t,
+                                  [](std::int64_t v, const Span& s) { return v < s.start; });
+    if (after == existing.begin()) return std::nullopt;
+    const Span& s = *(after - 1);
+    if (t < s.end) return s;
+    return std::nullopt;
+}
+
+Span span_for(const std::vector<Span>& existing, std::int64_t t, std::int64_t period) {
+    Span s{period_start(t, period), period_start(t, period) + period};
+    for (const Span& e : existing) {
+        if (e.end <= t) s.start = std::max(s.start, e.end);
+        if (e.start > t) s.end = std::min(s.end, e.start);
+    }
+    return s;
+}
+
+std::vector<Span> spans_to_cover(const std::vector<Span>& existing, std::int64_t from, std::int64_t until,
+                                 std::int64_t period) {
+    std::vector<Span> all = existing, made;
+    for (std::int64_t t = from; t < until;) {
+        if (std::optional<Span> held = span_holding(all, t)) {
+            t = held->end;
+            continue;
+        }
+        const Span s = span_for(all, t, period);
+        made.push_back(s);
+        all.insert(std::upper_bound(all.begin(), all.end(), s, [](const Span& a, const Span& b) { return a.start < b.start; }),
+                   s);
+        t = s.end;
+    }
+    return made;
+}
+
+std::string generation_name(const std::string& base, const Span& s) {
+    const std::int64_t day = floor_div(s.start, kMicrosPerDay);
+    const std::int64_t in_day = s.start - day * kMicrosPerDay;
+    int y = 0;
+    unsigned m = 0, d = 0;
+    civil_from_days(day, y, m, d);
+    char buf[32];
+    if (in_day == 0) {
+        std::snprintf(buf, sizeof buf, "_g%04d%02u%02u", y, m, d);
+    } else {
+        const std::int64_t minutes = in_day / (60LL * 1000000LL);
+        std::snprintf(buf, sizeof buf, "_g%04d%02u%02ut%02d%02d", y, m, d, static_cast<int>(minutes / 60),
+                      static_cast<int>(minutes % 60));
+    }
+    return base + buf;
+}
+
+}  // namespace whizbang::core::generations
