@@ -143,4 +143,25 @@ check("after the restart: stats() reaches every node (nodes_unreachable = 0)",
       metrics.get("nodes_unreachable") == 0 and metrics.get("dedup_rows") is not None, metrics)
 completed = 10 + (5 if shared_memory else 0)
 check(f"after the restart: {50 - completed} messages wait (50 stored, {completed} completed)", left == 50 - completed, left)
+# One message id delivered to two consumers lands in two partitions (its stream's for one of
+# them), here on the two workers: a completion from another session than the claims' reaches the
+# consumer's own row (the server's memory of claims tells consumers apart).
+x, stream2 = ids_on(W1, 1)[0], ids_on(W2, 1)[0]
+for consumer, extra in (("ca", {}), ("cb", {"StreamId": stream2})):
+    rows("SELECT count(*) FROM whizbang.inbox_receive(%s::jsonb, %s, now(), %s)",
+         (json.dumps([dict({"MessageId": x, "HandlerName": "h", "MessageType": "t", "Envelope": {}}, **extra)]),
+          consumer, COUNT))
+held_a = rows("SELECT message_id::text, lease_token FROM whizbang.claim_work(%s, 'inbox', 10, 300, %s, %s, 1000, now(), 'ca')",
+              (str(uuid.uuid4()), on[W1], COUNT), connect())
+held_b = rows("SELECT message_id::text, lease_token FROM whizbang.claim_work(%s, 'inbox', 10, 300, %s, %s, 1000, now(), 'cb')",
+              (str(uuid.uuid4()), on[W2], COUNT), connect())
+check("one id, two consumers: each consumer's claim takes its own row (one on each worker)",
+      [h[0] for h in held_a] == [x] and [h[0] for h in held_b] == [x], (held_a, held_b))
+try:
+    done_a = [r[0] for r in rows("SELECT outcome FROM whizbang.complete_work('inbox', %s::uuid[], %s::bigint[], 'ca')",
+                                 ([x], [held_a[0][1]] if held_a else [0]), connect())]
+except psycopg2.Error as e:
+    done_a = str(e)
+check("one id, two consumers: another session completes consumer ca's row (not consumer cb's)", done_a == ["completed"],
+      done_a)
 checks.finish()

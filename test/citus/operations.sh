@@ -104,6 +104,18 @@ check_eq "run_maintenance: one transaction per batch (as many remote BEGINs as b
   "$(read -r _ batches <<<"$dedup_batches"; [ "$begins" -ge "${batches:-1}" ] && [ "$begins" -gt 16 ] && echo yes || echo "no: $begins BEGINs, ${batches:-?} batches")"
 check "run_maintenance purged the old dedup records of every shard" \
   "SELECT count(*) = 0 FROM whizbang.wh_message_deduplication WHERE consumer = 'maint'"
+# The idempotency keys (a colocation group of their own: each node's key shards, one after the
+# other) batch by batch too: 40 old keys in 40 scopes, results then tombstones, 3 rows a batch.
+q "SELECT count(*) FROM (SELECT whizbang.idempotency_complete('ops-keys-' || n, 'k' || n, t.token, '{}'::jsonb, interval '1 hour',
+                                                              '2020-01-01 00:00:00+00')
+     FROM generate_series(1, 40) n,
+          LATERAL whizbang.idempotency_begin('ops-keys-' || n, 'k' || n, p_now => '2020-01-01 00:00:00+00') t) s" >/dev/null
+maint=$(psql -X -q -A -t -c "CALL whizbang.run_maintenance('2030-01-01 00:00:00+00', 3)" 2>&1)
+key_batches=$(sed -n 's/.*purge_expired_idempotency ok, \([0-9]*\) rows in \([0-9]*\) batches.*/\1 \2/p' <<<"$maint")
+check_eq "run_maintenance: 40 old keys purged (40 results, then 40 tombstones) 3 rows a batch: 27 batches at least" yes \
+  "$(read -r rows batches <<<"$key_batches"; [ "${rows:-0}" -eq 80 ] && [ "${batches:-0}" -ge 27 ] && echo yes || echo "no: ${key_batches:-no NOTICE}")"
+check "run_maintenance: no old key is left on any node" \
+  "SELECT count(*) = 0 FROM whizbang.wh_idempotency_keys WHERE scope LIKE 'ops-keys-%'"
 check "no prepared transaction left on any node" \
   "SELECT (SELECT count(*) FROM pg_prepared_xacts) = 0
       AND (SELECT bool_and(result::int = 0) FROM run_command_on_workers('SELECT count(*) FROM pg_prepared_xacts'))"

@@ -122,7 +122,7 @@ enum class Routing {
     local,         // never routed: no table data (pure functions, triggers, internals)
     by_message,    // each message (its stream's or its own partition) to the node of its shard
     by_partition,  // the claim: p_partitions' nodes, else every reachable node
-    by_claimed_id, // outcome calls: the nodes of the ids this session claimed, else every node
+    by_claimed_id, // outcome calls: the nodes of the ids claims through this server handed out, else every node
     by_lookup,     // a look-up of the rows' partitions first (dead letters), then their nodes
     every_node,    // fan-out: every node, each visiting the shards routed to it
     citus_sql,     // plain SQL on the distributed tables, which Citus routes (idempotency keys)

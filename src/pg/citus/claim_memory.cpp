@@ -3,6 +3,8 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <string>
+#include <tuple>
 #include <utility>
 
 extern "C" {
@@ -21,7 +23,7 @@ namespace {
 
 constexpr std::size_t kRemembered = 65536;
 
-using Key = std::pair<int, core::Uuid>;
+using Key = std::tuple<int, std::string, core::Uuid>;
 std::map<Key, int> local_partitions;
 std::deque<Key> local_order;  // oldest first, to forget
 
@@ -37,6 +39,7 @@ struct Entry {
     Oid database;  // InvalidOid: empty
     int32 partition;
     uint8 source;
+    uint64 consumer;  // a hash of the consumer: two consumers' rows of one id differ in it
     uint8 id[16];
 };
 
@@ -82,40 +85,51 @@ void startup_shmem() {
 
 bool shared_on() { return active && buckets != nullptr && nbuckets > 0; }
 
-uint32 bucket_of(uint8 source, const core::Uuid& id) {
+uint64 consumer_hash(const std::string& consumer) {
+    return hash_bytes_extended(reinterpret_cast<const unsigned char*>(consumer.data()), static_cast<int>(consumer.size()),
+                               0);
+}
+
+uint32 bucket_of(uint8 source, uint64 consumer, const core::Uuid& id) {
     uint32 h = hash_bytes(id.data(), static_cast<int>(id.size()));
     h = hash_combine(h, hash_bytes_uint32(MyDatabaseId));
+    h = hash_combine(h, static_cast<uint32>(consumer ^ (consumer >> 32)));
     return hash_combine(h, source) & (nbuckets - 1);
 }
 
-bool same(const Entry& e, uint8 source, const core::Uuid& id) {
-    return e.database == MyDatabaseId && e.source == source && memcmp(e.id, id.data(), sizeof(e.id)) == 0;
+// A 64-bit hash of the consumer: two consumers' rows of one id are told apart but for a
+// collision of 2^-64, which would send an outcome call to the other row's node (not_found).
+bool same(const Entry& e, uint8 source, uint64 consumer, const core::Uuid& id) {
+    return e.database == MyDatabaseId && e.source == source && e.consumer == consumer &&
+           memcmp(e.id, id.data(), sizeof(e.id)) == 0;
 }
 
 }  // namespace
 
-void remember_claimed(Source source, const core::Uuid& id, int partition) {
+void remember_claimed(Source source, const std::string& consumer, const core::Uuid& id, int partition) {
     const uint8 s = static_cast<uint8>(source);
     if (shared_on()) {
-        const uint32 b = bucket_of(s, id);
+        const uint64 c = consumer_hash(consumer);
+        const uint32 b = bucket_of(s, c, id);
         LWLock* lock = &locks[b % kLocks].lock;
         LWLockAcquire(lock, LW_EXCLUSIVE);
         Bucket& bucket = buckets[b];
         Entry* slot = nullptr;
         for (Entry& e : bucket.ways)
-            if (same(e, s, id)) slot = &e;
+            if (same(e, s, c, id)) slot = &e;
         if (slot == nullptr) {
             slot = &bucket.ways[bucket.next];
             bucket.next = (bucket.next + 1) % kWays;
             slot->database = MyDatabaseId;
             slot->source = s;
+            slot->consumer = c;
             memcpy(slot->id, id.data(), sizeof(slot->id));
         }
         slot->partition = partition;
         LWLockRelease(lock);
         return;
     }
-    Key key{s, id};
+    Key key{s, consumer, id};
     auto [it, added] = local_partitions.insert_or_assign(key, partition);
     (void)it;
     if (!added) return;
@@ -126,19 +140,20 @@ void remember_claimed(Source source, const core::Uuid& id, int partition) {
     }
 }
 
-std::optional<int> claimed_partition(Source source, const core::Uuid& id) {
+std::optional<int> claimed_partition(Source source, const std::string& consumer, const core::Uuid& id) {
     const uint8 s = static_cast<uint8>(source);
     if (shared_on()) {
-        const uint32 b = bucket_of(s, id);
+        const uint64 c = consumer_hash(consumer);
+        const uint32 b = bucket_of(s, c, id);
         LWLock* lock = &locks[b % kLocks].lock;
         std::optional<int> partition;
         LWLockAcquire(lock, LW_SHARED);
         for (const Entry& e : buckets[b].ways)
-            if (same(e, s, id)) partition = e.partition;
+            if (same(e, s, c, id)) partition = e.partition;
         LWLockRelease(lock);
         return partition;
     }
-    auto it = local_partitions.find(Key{s, id});
+    auto it = local_partitions.find(Key{s, consumer, id});
     if (it == local_partitions.end()) return std::nullopt;
     return it->second;
 }

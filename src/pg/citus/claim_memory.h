@@ -8,23 +8,27 @@
 // (`whizbang.remembered_claims` ids, per database), so a completion from another session than the
 // claim's — a pool, a pooler, another worker process — is routed too; otherwise each backend
 // remembers its own claims' last 65,536 ids.
-// A message's partition never changes (its shard's node may: routing follows Citus's metadata),
-// so a remembered partition cannot go stale; a forgotten one only costs a call to every node.
+// A row is named by source, consumer and message id (the same id delivered to two consumers may
+// sit in two partitions), and its partition does not change while it lives (its shard's node
+// may: routing follows Citus's metadata). An id forgotten (the memory is a cache: a new id may
+// replace an older one of its set) only costs a call to every node.
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "core/uuid.h"
 #include "pg/claim/work.h"
 
 namespace whizbang::pg {
 
-// Notes that `id` of `source`, handed out by a claim, lives in `partition`. When the memory is
-// full the id replaces an older one; a forgotten id's outcome call goes to every node.
-void remember_claimed(Source source, const core::Uuid& id, int partition);
+// Notes that the row (`source`, `consumer`, `id`), handed out by a claim, lives in `partition`
+// (outbox rows: consumer ''). A new id may replace an older one; a forgotten id's outcome call
+// goes to every node.
+void remember_claimed(Source source, const std::string& consumer, const core::Uuid& id, int partition);
 
-// The partition a claim noted for `id` in this database, if any.
-std::optional<int> claimed_partition(Source source, const core::Uuid& id);
+// The partition a claim noted for the row in this database, if any.
+std::optional<int> claimed_partition(Source source, const std::string& consumer, const core::Uuid& id);
 
 // The shared memory and its setting, from _PG_init when the postmaster preloads the library.
 void claim_memory_preload_init();

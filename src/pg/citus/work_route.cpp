@@ -100,12 +100,14 @@ void part_arguments(FunctionCallInfo fcinfo, const std::vector<Oid>& types, cons
     }
 }
 
-// The partition of every id, when claims of this backend handed them all out; else none.
-std::optional<std::vector<int>> claimed_partitions(Source source, const std::vector<core::Uuid>& ids) {
+// The partition of every id, when claims through this server (claim_memory.h) handed them all
+// out; else none.
+std::optional<std::vector<int>> claimed_partitions(Source source, const std::string& consumer,
+                                                   const std::vector<core::Uuid>& ids) {
     std::vector<int> partitions;
     partitions.reserve(ids.size());
     for (const core::Uuid& id : ids) {
-        std::optional<int> p = claimed_partition(source, id);
+        std::optional<int> p = claimed_partition(source, consumer, id);
         if (!p) return std::nullopt;
         partitions.push_back(*p);
     }
@@ -126,8 +128,9 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
         const bool deletes = strcmp(function, "complete_work") == 0 || strcmp(function, "cancel_work") == 0;
         require_table_privilege(source == Source::outbox ? "wh_outbox_work" : "wh_inbox_work",
                                 deletes ? ACL_DELETE : ACL_UPDATE);
-        if (std::optional<std::vector<int>> known = claimed_partitions(source, ids)) {
-            // Every id was handed out by a claim of this backend: to the nodes that hold them only.
+        if (std::optional<std::vector<int>> known =
+                claimed_partitions(source, source == Source::outbox ? std::string() : consumer, ids)) {
+            // Every id was handed out by a claim through this server: to the nodes that hold them only.
             std::vector<RoutedRow> out;
             for (const auto& [node, positions] : routing_groups(*known)) {
                 std::vector<Datum> values;
@@ -201,8 +204,8 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
     int done = 0;
     if (!in_node_scope()) {
         require_table_privilege("wh_outbox_work", ACL_DELETE);  // what one server's delete checks
-        if (std::optional<std::vector<int>> known = claimed_partitions(Source::outbox, ids)) {
-            // Every id was handed out by a claim of this backend: to the nodes that hold them only.
+        if (std::optional<std::vector<int>> known = claimed_partitions(Source::outbox, "", ids)) {
+            // Every id was handed out by a claim through this server: to the nodes that hold them only.
             for (const auto& [node, positions] : routing_groups(*known)) {
                 std::vector<core::Uuid> mine;
                 std::vector<int> theirs;

@@ -313,12 +313,15 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
         }
         // The partition of each row handed out: its outcome calls go to its node only.
         for (uint64 r = 0; r < rows; ++r) {
-            bool source_null = false, id_null = false, partition_null = false;
+            bool source_null = false, id_null = false, partition_null = false, consumer_null = false;
             Datum source = spi_value(r, 1, &source_null);
             Datum id = spi_value(r, 2, &id_null);
             Datum partition = spi_value(r, 4, &partition_null);
+            Datum consumer = spi_value(r, 14, &consumer_null);  // the claim's consumer column
             if (source_null || id_null || partition_null) continue;
-            remember_claimed(text_from_datum(source) == "outbox" ? Source::outbox : Source::inbox, uuid_from_datum(id),
+            const bool outbox = text_from_datum(source) == "outbox";
+            remember_claimed(outbox ? Source::outbox : Source::inbox,
+                             outbox || consumer_null ? std::string() : text_from_datum(consumer), uuid_from_datum(id),
                              DatumGetInt32(partition));
         }
         spi_rows_to_result(rsinfo, rows);

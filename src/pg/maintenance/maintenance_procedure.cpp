@@ -11,6 +11,7 @@
 // with a SET clause atomic (the setting could not be restored across a commit), and COMMIT then
 // fails. Each of its transactions sets search_path = pg_catalog, pg_temp itself instead, for the
 // duration of its batch, as a SET clause would (DESIGN §4).
+#include <algorithm>
 #include <vector>
 
 #include "pg/boundary/args.h"
@@ -42,23 +43,30 @@ bool may_commit(FunctionCallInfo fcinfo) {
            !castNode(CallContext, fcinfo->context)->atomic;
 }
 
-// One transaction's batches with search_path = pg_catalog, pg_temp, set and restored the way
-// fmgr does for a function's SET clause. On an error the transaction's abort restores it.
-bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
+// Runs f() with search_path = pg_catalog, pg_temp, set and restored the way fmgr does for a
+// function's SET clause (DESIGN §4), for one transaction's work. On an error the transaction's
+// abort restores it.
+template <typename F>
+auto in_safe_path(F&& f) {
     const int level = pg_call([] {
         const int nest_level = NewGUCNestLevel();
         (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
                                 true, 0, false);
         return nest_level;
     });
-    const bool more = run_batches(runs, now, batch_size);
+    auto result = f();
     pg_call([level] { AtEOXact_GUC(true, level); });
-    return more;
+    return result;
+}
+
+bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
+    return in_safe_path([&] { return run_batches(runs, now, batch_size); });
 }
 
 // A task's position between the batches of a distributed run, as _maintenance_batch's p_state
-// carries it: kStateWidth numbers per task, in task order.
-constexpr int kStateWidth = 7;
+// carries it: kStateWidth numbers per task, in task order; the last one, on the way back only,
+// is whether the call ran a batch of the task (the NOTICE counts batches as one server would).
+constexpr int kStateWidth = 8;
 
 std::vector<int64_t> state_of(const TaskRun& run) {
     std::vector<int64_t> out(kStateWidth);
@@ -69,6 +77,7 @@ std::vector<int64_t> state_of(const TaskRun& run) {
     out[4] = run.position;
     out[5] = run.end_block;
     out[6] = run.rows_per_block;
+    out[7] = run.batches;
     return out;
 }
 
@@ -98,43 +107,59 @@ std::vector<int64_t> int8_values(Datum array) {
 // ALTER EXTENSION UPDATE, purges a shard per transaction instead.
 bool per_batch_on_nodes() {
     static whizbang::pg::CachedPlan plan(
-        "SELECT pg_catalog.to_regprocedure('whizbang._maintenance_batch(timestamptz, integer, bigint[])') IS NOT NULL",
+        "SELECT pg_catalog.to_regprocedure('whizbang._maintenance_batch(pg_catalog.timestamptz, pg_catalog.int4, "
+        "pg_catalog.int8[])') IS NOT NULL",
         {});
     plan.execute({});
     bool isnull = false;
     return DatumGetBool(spi_value(0, 1, &isnull));
 }
 
+[[noreturn]] void bad_answer(const std::string& what) {
+    throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "whizbang: a node answered " + what + " to maintenance",
+                   "Every node needs whizbang at the coordinator's version.");
+}
+
 // One batch of every unfinished task on the shard of `shard_anchor` (a partition), in the current
-// transaction; `state` carries the tasks' positions from one call to the next (empty: fresh).
-// Returns whether any task has more to do there.
+// transaction, with an SPI connection of its own (what the call allocates is freed before the
+// commit, not kept till the end of the CALL); `state` carries the tasks' positions from one call
+// to the next (empty: fresh). Returns whether any task has more to do there.
 bool batch_on_shard(TaskRun (&runs)[kTaskCount], std::vector<int64_t>& state, int shard_anchor, TimestampTz now,
                     int batch) {
+    SpiConnection spi;
     const std::vector<int> one{shard_anchor};
     const std::vector<int64_t> before = state;
-    uint64 rows = routed_call(shard_anchor, "_maintenance_batch", {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
-                              {TimestampTzGetDatum(now), Int32GetDatum(batch), state.empty() ? (Datum)0 : int8_array(state)},
-                              {' ', ' ', state.empty() ? 'n' : ' '}, 0, nullptr, &one);
+    const uint64 rows = in_safe_path([&] {
+        return routed_call(shard_anchor, "_maintenance_batch", {TIMESTAMPTZOID, INT4OID, INT8ARRAYOID},
+                           {TimestampTzGetDatum(now), Int32GetDatum(batch), state.empty() ? (Datum)0 : int8_array(state)},
+                           {' ', ' ', state.empty() ? 'n' : ' '}, 0, nullptr, &one);
+    });
     if (rows != static_cast<uint64>(kTaskCount))
-        throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                       "whizbang: a node answered " + std::to_string(rows) + " rows for " +
-                           std::to_string(kTaskCount) + " maintenance tasks");
-    bool more = false;
+        bad_answer(std::to_string(rows) + " rows for " + std::to_string(kTaskCount) + " tasks");
+    bool more = false, progress = false;
     state.clear();
     for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        const bool was_done = !before.empty() && before[r * kStateWidth + 1] != 0;
-        runs[r].rows += DatumGetInt64(spi_value(r, 2, &isnull));
-        runs[r].ms += DatumGetFloat8(spi_value(r, 3, &isnull));
-        if (!was_done) runs[r].batches += 1;
-        const std::string status = text_from_datum(spi_value(r, 4, &isnull));
+        bool nulls[5] = {};
+        Datum name = spi_value(r, 1, &nulls[0]), affected = spi_value(r, 2, &nulls[1]), ms = spi_value(r, 3, &nulls[2]),
+              status_datum = spi_value(r, 4, &nulls[3]), task_state_datum = spi_value(r, 5, &nulls[4]);
+        for (bool n : nulls)
+            if (n) bad_answer("a NULL");
+        if (text_from_datum(name) != task_name(static_cast<Task>(r))) bad_answer("its tasks out of order");
+        const std::vector<int64_t> task_state = int8_values(task_state_datum);
+        if (task_state.size() != static_cast<std::size_t>(kStateWidth)) bad_answer("a malformed state");
+        const int64_t affected_rows = DatumGetInt64(affected);
+        runs[r].rows += affected_rows;
+        runs[r].ms += DatumGetFloat8(ms);
+        runs[r].batches += task_state[kStateWidth - 1];
+        const std::string status = text_from_datum(status_datum);
         if (status == "skipped") runs[r].skipped = true;
         if (status == "more") more = true;
-        const std::vector<int64_t> task_state = int8_values(spi_value(r, 5, &isnull));
-        if (task_state.size() != static_cast<std::size_t>(kStateWidth))
-            throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE, "whizbang: a node answered a malformed maintenance state");
+        progress = progress || affected_rows > 0 || before.empty() ||
+                   !std::equal(task_state.begin(), task_state.end() - 1, before.begin() + r * kStateWidth);
         for (int64_t v : task_state) state.push_back(v);
     }
+    if (more && !progress) bad_answer("more to do, with nothing done and its position unchanged");
+    spi.finish();
     return more;
 }
 
@@ -165,7 +190,12 @@ WB_ROUTED_FUNCTION(wb_run_maintenance, every_node) {
                 if (!first) spi.commit();
                 first = false;
                 const std::vector<int> one{shard};
-                run_on_node(runs, shard, now, batch, &one);
+                SpiConnection part;
+                in_safe_path([&] {
+                    run_on_node(runs, shard, now, batch, &one);
+                    return true;
+                });
+                part.finish();
                 continue;
             }
             std::vector<int64_t> state;
