@@ -117,4 +117,18 @@ std::vector<int> int4_array_values(Datum array) {
     return out;
 }
 
+std::vector<int64_t> int8_array_values(Datum array) {
+    std::vector<int64_t> out;
+    pg_call([&] {
+        Datum* elems = nullptr;
+        bool* nulls = nullptr;
+        int n = 0;
+        deconstruct_array(DatumGetArrayTypeP(array), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
+        out.reserve(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i)
+            if (!nulls[i]) out.push_back(DatumGetInt64(elems[i]));
+    });
+    return out;
+}
+
 }  // namespace whizbang::pg

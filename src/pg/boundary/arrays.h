@@ -20,6 +20,7 @@ Datum int4_array(const std::vector<int>& values);
 Datum nullable_int4_array(const std::vector<std::optional<int>>& values);
 // The elements of an int4[], NULLs left out.
 std::vector<int> int4_array_values(Datum array);
+std::vector<int64_t> int8_array_values(Datum array);
 Datum int8_array(const std::vector<int64_t>& values);
 Datum bool_array(const std::vector<char>& values);
 Datum text_array(const std::vector<std::string>& values);

@@ -22,12 +22,8 @@
 #include "pg/maintenance/maintenance.h"
 
 extern "C" {
-#include "catalog/pg_type.h"
 #include "funcapi.h"
-#include "utils/array.h"
 #include "utils/guc.h"
-#include "utils/lsyscache.h"
-#include "utils/regproc.h"
 }
 
 using namespace whizbang;
@@ -91,18 +87,6 @@ void run_of(const int64_t* in, TaskRun& run) {
     run.rows_per_block = in[6];
 }
 
-std::vector<int64_t> int8_values(Datum array) {
-    Datum* elems = nullptr;
-    bool* nulls = nullptr;
-    int n = 0;
-    pg_call([&] {
-        deconstruct_array(DatumGetArrayTypeP(array), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &n);
-    });
-    std::vector<int64_t> out;
-    for (int i = 0; i < n; ++i) out.push_back(nulls[i] ? 0 : DatumGetInt64(elems[i]));
-    return out;
-}
-
 // Whether the installed SQL has _maintenance_batch (0.11.0): a library newer than the SQL, before
 // ALTER EXTENSION UPDATE, purges a shard per transaction instead.
 bool per_batch_on_nodes() {
@@ -145,7 +129,7 @@ bool batch_on_shard(TaskRun (&runs)[kTaskCount], std::vector<int64_t>& state, in
         for (bool n : nulls)
             if (n) bad_answer("a NULL");
         if (text_from_datum(name) != task_name(static_cast<Task>(r))) bad_answer("its tasks out of order");
-        const std::vector<int64_t> task_state = int8_values(task_state_datum);
+        const std::vector<int64_t> task_state = int8_array_values(task_state_datum);
         if (task_state.size() != static_cast<std::size_t>(kStateWidth)) bad_answer("a malformed state");
         const int64_t affected_rows = DatumGetInt64(affected);
         runs[r].rows += affected_rows;
