@@ -79,4 +79,18 @@ std::string generation_name(const std::string& base, const Span& s) {
     return base + buf;
 }
 
+std::string utc_literal(std::int64_t t) {
+    const std::int64_t day = floor_div(t, kMicrosPerDay);
+    const std::int64_t in_day = t - day * kMicrosPerDay;
+    int y = 0;
+    unsigned m = 0, d = 0;
+    civil_from_days(day, y, m, d);
+    const std::int64_t seconds = in_day / 1000000;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%04d-%02u-%02u %02d:%02d:%02d.%06d+00", y, m, d, static_cast<int>(seconds / 3600),
+                  static_cast<int>(seconds / 60 % 60), static_cast<int>(seconds % 60),
+                  static_cast<int>(in_day % 1000000));
+    return buf;
+}
+
 }  // namespace whizbang::core::generations

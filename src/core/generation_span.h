@@ -46,4 +46,8 @@ inline bool left_window(const Span& s, std::int64_t now, std::int64_t retention)
 // else <base>_g<YYYYMMDD>t<HHMM> (UTC), e.g. wh_message_deduplication_g20261202.
 std::string generation_name(const std::string& base, const Span& s);
 
+// t as an ISO 8601 UTC literal, e.g. '2026-12-02 00:00:00.000000+00': read alike under every
+// DateStyle and TimeZone, for partition bounds written into DDL.
+std::string utc_literal(std::int64_t t);
+
 }  // namespace whizbang::core::generations

@@ -27,6 +27,12 @@ TEST(GenerationSpan, NamesAreUtcDates) {
     EXPECT_LE(generation_name("wh_message_deduplication", Span{kDec2 + 6 * H, kDec2 + 12 * H}).size(), 63u);
 }
 
+TEST(GenerationSpan, UtcLiteralsForBounds) {
+    EXPECT_EQ(utc_literal(kDec2), "2026-12-02 00:00:00.000000+00");
+    EXPECT_EQ(utc_literal(kDec2 + 13 * H + 61 * 1000000LL + 7), "2026-12-02 13:01:01.000007+00");
+    EXPECT_EQ(utc_literal(-1), "1999-12-31 23:59:59.999999+00");
+}
+
 TEST(GenerationSpan, HoldingAndCreating) {
     std::vector<Span> existing{{kDec2 - D, kDec2}, {kDec2, kDec2 + D}};
     EXPECT_EQ(span_holding(existing, kDec2 + 3 * H), (Span{kDec2, kDec2 + D}));

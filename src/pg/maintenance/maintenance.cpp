@@ -17,6 +17,8 @@
 #include "pg/boundary/arrays.h"
 #include "pg/citus/citus_route.h"
 #include "pg/lease/lease_store.h"
+#include "pg/maintenance/generation_retention.h"
+#include "pg/store/generations.h"
 #include "pg/maintenance/maintenance.h"
 #include "pg/boundary/settings.h"
 #include "pg/citus/shard_scope.h"
@@ -33,33 +35,49 @@ CachedPlan try_lock_plan("SELECT pg_catalog.pg_try_advisory_xact_lock($1, $2)", 
 
 // purge_old_deduplication ------------------------------------------------------------------
 
-CachedPlan dedup_extent_plan(
-    "SELECT pg_catalog.pg_relation_size('whizbang.wh_message_deduplication'::pg_catalog.regclass)"
-    "         OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8,"
-    "       c.reltuples::pg_catalog.int8, c.relpages::pg_catalog.int8"
-    "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) 'whizbang.wh_message_deduplication'::pg_catalog.regclass",
-    {});
+// On a table in generations, the row purge is left for the records an upgrade attached as they
+// were (the generation from MINVALUE, wh_message_deduplication_legacy), until it leaves the
+// window whole.
+constexpr const char* kDedupTables[2] = {"whizbang.wh_message_deduplication", "whizbang.wh_message_deduplication_legacy"};
+
+CachedPlan dedup_extent_plan(int table) {
+    const std::string t = kDedupTables[table];
+    return CachedPlan("SELECT pg_catalog.pg_relation_size('" + t + "'::pg_catalog.regclass)"
+                      "         OPERATOR(pg_catalog./) pg_catalog.current_setting('block_size')::pg_catalog.int8,"
+                      "       c.reltuples::pg_catalog.int8, c.relpages::pg_catalog.int8"
+                      "  FROM pg_catalog.pg_class c WHERE c.oid OPERATOR(pg_catalog.=) '" + t + "'::pg_catalog.regclass",
+                      {});
+}
+CachedPlan dedup_extent_plans[2] = {dedup_extent_plan(0), dedup_extent_plan(1)};
 
 // One range of blocks, read by a TID range scan: records first seen before the horizon whose
 // message is neither waiting in the inbox nor dead-lettered there. They are locked first, without
 // waiting: a store that is counting a redelivery of one of them holds it (stores lock records in
 // key order, a purge meets them in block order — waiting could deadlock); the purge leaves that
 // record for its next run.
-CachedPlan purge_dedup_plan(
-    "DELETE FROM whizbang.wh_message_deduplication d"
-    " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
-    "   SELECT x.ctid FROM whizbang.wh_message_deduplication x"
-    "    WHERE x.ctid OPERATOR(pg_catalog.>=) $2 AND x.ctid OPERATOR(pg_catalog.<) $3"
-    "      AND x.first_seen_at OPERATOR(pg_catalog.<) $1"
-    "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
-    "                       WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
-    "                         AND i.consumer OPERATOR(pg_catalog.=) x.consumer)"
-    "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_dead_letters l"
-    "                       WHERE l.message_id OPERATOR(pg_catalog.=) x.message_id"
-    "                         AND l.consumer OPERATOR(pg_catalog.=) x.consumer"
-    "                         AND l.source OPERATOR(pg_catalog.=) 'inbox')"
-    "      FOR UPDATE OF x SKIP LOCKED))",
-    {TIMESTAMPTZOID, TIDOID, TIDOID});
+CachedPlan purge_dedup_plan(int table) {
+    const std::string t = kDedupTables[table];
+    return CachedPlan(
+        "DELETE FROM " + t + " d"
+        " WHERE d.ctid OPERATOR(pg_catalog.=) ANY (ARRAY("
+        "   SELECT x.ctid FROM " + t + " x"
+        "    WHERE x.ctid OPERATOR(pg_catalog.>=) $2 AND x.ctid OPERATOR(pg_catalog.<) $3"
+        "      AND x.first_seen_at OPERATOR(pg_catalog.<) $1"
+        "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
+        "                       WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
+        "                         AND i.consumer OPERATOR(pg_catalog.=) x.consumer)"
+        "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_dead_letters l"
+        "                       WHERE l.message_id OPERATOR(pg_catalog.=) x.message_id"
+        "                         AND l.consumer OPERATOR(pg_catalog.=) x.consumer"
+        "                         AND l.source OPERATOR(pg_catalog.=) 'inbox')"
+        "      FOR UPDATE OF x SKIP LOCKED))",
+        {TIMESTAMPTZOID, TIDOID, TIDOID});
+}
+CachedPlan purge_dedup_plans[2] = {purge_dedup_plan(0), purge_dedup_plan(1)};
+
+// How long maintenance waits for the table lock of a generation's creation or drop before it
+// leaves that to its next run: while it waits, stores queue behind it.
+constexpr int kGenerationLockTimeoutMs = 500;
 
 // purge_expired_idempotency ------------------------------------------------------------------
 
@@ -202,9 +220,31 @@ int64_t by_expiry(CachedPlan& plan, TimestampTz now, int64_t& position, int batc
     return static_cast<int64_t>(n);
 }
 
+// Phases: 0 the single table, row by row (before 0.12.0, and a distributed install); on a table
+// in generations 1 retires whole generations, then 2 purges the upgrade's legacy records row by
+// row while they are still inside the window.
 void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
+    if (!run.started) run.phase = !in_shard_scope() && dedup_in_generations() ? 1 : 0;
+    if (run.phase == 1) {
+        GenerationRetirement retired;
+        retire_generations(now, kGenerationLockTimeoutMs, retired);
+        run.rows += retired.records;
+        run.generations_dropped += retired.dropped;
+        run.records_moved += retired.moved;
+        run.phase = 2;
+        const std::vector<GenerationBound> bounds = list_generations();
+        const bool legacy = !bounds.empty() && bounds.front().start == INT64_MIN &&
+                            pg_call([&] { return get_rel_name(bounds.front().relid); }) ==
+                                std::string("wh_message_deduplication_legacy");
+        if (!legacy) {
+            run.done = true;
+            return;
+        }
+        run.started = false;  // the row purge below starts its own extent
+    }
+    const int table = run.phase == 2 ? 1 : 0;
     if (!run.started) {
-        dedup_extent_plan.execute({});
+        dedup_extent_plans[table].execute({});
         run.end_block = int8_value(0, 1);
         const int64_t tuples = int8_value(0, 2), pages = int8_value(0, 3);
         run.rows_per_block = (tuples > 0 && pages > 0) ? std::max<int64_t>(1, tuples / pages) : 64;
@@ -216,7 +256,7 @@ void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
     }
     const int64_t blocks = std::max<int64_t>(1, batch / run.rows_per_block);
     const int64_t to = std::min(run.end_block, run.position + blocks);
-    run.rows += static_cast<int64_t>(purge_dedup_plan.execute(
+    run.rows += static_cast<int64_t>(purge_dedup_plans[table].execute(
         {TimestampTzGetDatum(days_before(now, "dedup_retention_days")), tid_datum(run.position), tid_datum(to)}));
     run.position = to;
     run.done = run.position >= run.end_block;
@@ -350,6 +390,16 @@ void run_on_node(TaskRun (&runs)[kTaskCount], int anchor, TimestampTz now, int b
     }
 }
 
+void report_generations(const TaskRun& run, int level) {
+    if (run.generations_dropped == 0 && run.records_moved == 0) return;
+    pg_call([&] {
+        ereport(level, (errmsg("whizbang maintenance: dropped %lld dedup generations, moved %lld records forward",
+                               static_cast<long long>(run.generations_dropped), static_cast<long long>(run.records_moved)),
+                        errdetail("Their messages still wait in the inbox or in its dead letters; the records stay "
+                                  "until they are gone.")));
+    });
+}
+
 bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
     bool more = false;
     SpiConnection spi;
@@ -385,6 +435,7 @@ WB_ROUTED_FUNCTION(wb_perform_maintenance, every_node) {
             while (!runs[t].done) run_batch(static_cast<Task>(t), runs[t], now, batch);
         spi.finish();
     }
+    report_generations(runs[0], NOTICE);
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     for (int t = 0; t < kTaskCount; ++t) {
         Datum name = text_datum(task_name(static_cast<Task>(t)));

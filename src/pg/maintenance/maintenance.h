@@ -26,6 +26,8 @@ struct TaskRun {
     int64_t rows = 0;          // rows affected so far
     int64_t batches = 0;       // batches run so far (each in its own transaction outside perform_maintenance)
     double ms = 0;             // time spent so far
+    // purge_old_deduplication on a table in generations (generation_retention.h)
+    int64_t generations_dropped = 0, records_moved = 0;
 };
 
 // Runs one batch of `task` (of at most about batch_size rows) inside the current transaction,
@@ -38,6 +40,10 @@ void run_batch(Task task, TaskRun& run, TimestampTz now, int batch_size);
 // the unit of work the background worker and run_maintenance commit one at a time. Returns
 // whether any task is left.
 bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size);
+
+// The generations purge_old_deduplication dropped and the records it moved forward, as one
+// message at `level` (NOTICE for the SQL calls, LOG for the worker); nothing when there were none.
+void report_generations(const TaskRun& run, int level);
 
 // A distributed install (docs/scaleout.md): perform_maintenance on the node of `anchor`
 // (routing_anchors), which purges its shards and, once, its idempotency keys; its results are

@@ -197,6 +197,7 @@ WB_ROUTED_FUNCTION(wb_run_maintenance, every_node) {
         while (batches_in_safe_path(runs, now, batch)) spi.commit();
         spi.finish();
     }
+    report_generations(runs[0], NOTICE);
     for (int t = 0; t < kTaskCount; ++t) {
         const TaskRun& run = runs[t];
         pg_call([&] {

@@ -112,6 +112,7 @@ void run_round() {
             ResetLatch(MyLatch);
         }
     }
+    report_generations(worker_runs[0], LOG);
     int64 total = 0;
     for (const TaskRun& run : worker_runs) total += run.rows;
     if (total > 0) {

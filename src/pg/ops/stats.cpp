@@ -9,6 +9,7 @@
 #include "pg/lease/lease_store.h"
 #include "pg/ops/queues.h"
 #include "pg/boundary/spi.h"
+#include "pg/store/generations.h"
 #include "pg/wait/work_wait.h"
 
 namespace whizbang::pg {
@@ -65,6 +66,8 @@ CachedPlan distributed_keys_plan(
     "  (SELECT pg_catalog.count(*) FROM whizbang.wh_idempotency_keys WHERE state OPERATOR(pg_catalog.=) 'completed'"
     "      AND result_expires_at OPERATOR(pg_catalog.<=) $1)",
     {TIMESTAMPTZOID});
+
+CachedPlan oldest_legacy_plan("SELECT pg_catalog.min(first_seen_at) FROM whizbang.wh_message_deduplication_legacy", {});
 
 // stats()' table metrics on a distributed install, in the single server's order: the work
 // metrics from every shard's queues() (routed_queue_counts), the key metrics from aggregates.
@@ -151,11 +154,33 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
                                                      // and waiters woken by commits since the server started.
                                                      {"claim_waiting", w.waiting},
                                                      {"claim_wakeups", w.wakeups}};
+    // Dedup generations (DESIGN §3.6): how many, and the age of the oldest one's start (of its
+    // oldest record for the records an upgrade attached, which start at MINVALUE); 0 and 0 on a
+    // table that is not in generations.
+    int64_t generations = 0, oldest_seconds = 0;
+    if (!must_route() && dedup_in_generations()) {
+        const std::vector<GenerationBound> bounds = list_generations();
+        generations = static_cast<int64_t>(bounds.size());
+        if (!bounds.empty()) {
+            TimestampTz oldest = bounds.front().start;
+            if (oldest == INT64_MIN) {
+                oldest_legacy_plan.execute({});
+                bool isnull = false;
+                Datum d = spi_value(0, 1, &isnull);
+                oldest = isnull ? now : DatumGetTimestampTz(d);
+            }
+            oldest_seconds = std::max<int64_t>(0, (now - oldest) / USECS_PER_SEC);
+        }
+    }
+    const std::pair<const char*, int64_t> dedup[] = {{"dedup_generations", generations},
+                                                     {"dedup_oldest_generation_seconds", oldest_seconds}};
     std::vector<Datum> names;
     for (const auto& [name, value] : store) names.push_back(text_datum(name));
+    for (const auto& [name, value] : dedup) names.push_back(text_datum(name));
     pg_call([&] {
         for (std::size_t i = 0; i < names.size(); ++i) {
-            Datum values[2] = {names[i], Int64GetDatum(store[i].second)};
+            const int64_t value = i < std::size(store) ? store[i].second : dedup[i - std::size(store)].second;
+            Datum values[2] = {names[i], Int64GetDatum(value)};
             bool nulls[2] = {false, false};
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }

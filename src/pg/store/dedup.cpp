@@ -17,6 +17,7 @@
 #include "pg/citus/citus_route.h"
 #include "pg/store/dedup_store.h"
 #include "pg/citus/shard_scope.h"
+#include "pg/store/generations.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
 
@@ -45,6 +46,28 @@ CachedPlan adjust_plan(
     " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(id, o, c)"
     " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) u.id",
     {TEXTOID, UUIDARRAYOID, INT4ARRAYOID, INT4ARRAYOID});
+
+// A table in generations has no unique index across them, so no ON CONFLICT: ids on record
+// are counted by an UPDATE through the parent, and only the guarded native insertion (or,
+// under a table lock, the INSERT below) records new ones.
+CachedPlan update_plan(
+    "UPDATE whizbang.wh_message_deduplication AS d"
+    " SET observation_count = d.observation_count OPERATOR(pg_catalog.+) u.n"
+    " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(id, n)"
+    " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) u.id"
+    " RETURNING d.message_id, d.fingerprint",
+    {TEXTOID, UUIDARRAYOID, INT4ARRAYOID});
+
+CachedPlan insert_plan(
+    "INSERT INTO whizbang.wh_message_deduplication (consumer, message_id, first_seen_at, observation_count, fingerprint)"
+    " SELECT $1, u.id, $2, u.n, u.fp FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
+    "  pg_catalog.unnest($5)) AS u(id, n, fp)",
+    {TEXTOID, TIMESTAMPTZOID, UUIDARRAYOID, INT4ARRAYOID, BYTEAARRAYOID});
+
+// The SQL path on a table in generations (the native one refused: triggers, row security...):
+// with no unique index across generations, stores take turns. Self-conflicting, and it
+// conflicts with the ROW EXCLUSIVE of native stores; readers go on.
+CachedPlan serialize_stores_plan("LOCK TABLE whizbang.wh_message_deduplication IN SHARE ROW EXCLUSIVE MODE", {});
 
 CachedPlan remove_plan(
     "DELETE FROM whizbang.wh_message_deduplication"
@@ -117,6 +140,58 @@ void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
     }
 }
 
+// upsert_on_record for a table in generations. With `locked` (the SQL path, stores take turns)
+// ids not on record are inserted here; else the native insertion saw every recording id it
+// left here on record, so one missing now was deleted meanwhile: the caller retries.
+void update_on_record(Datum consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
+                      const std::vector<char>& on_record, bool locked, std::vector<core::StoredKey>& stored) {
+    std::vector<std::size_t> which;
+    for (std::size_t k = 0; k < keys.size(); ++k)
+        if (on_record[k]) which.push_back(k);
+    if (which.empty()) return;
+    std::vector<core::Uuid> ids(which.size());
+    std::vector<int> counts(which.size());
+    for (std::size_t i = 0; i < which.size(); ++i) {
+        ids[i] = keys[which[i]].id;
+        counts[i] = keys[which[i]].observations;
+    }
+    uint64 rows = update_plan.execute({consumer, uuid_array(ids), int4_array(counts)});
+    std::vector<char> found(which.size(), 0);
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+        auto at = std::lower_bound(ids.begin(), ids.end(), id);
+        if (at == ids.end() || *at != id || found[at - ids.begin()])
+            throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup update returned an unknown or repeated id");
+        found[at - ids.begin()] = 1;
+        core::StoredKey& s = stored[which[at - ids.begin()]];
+        s.inserted = false;
+        Datum fp = spi_value(r, 2, &isnull);
+        s.fingerprint = bytea_value(fp, isnull);
+    }
+    std::vector<core::Uuid> new_ids;
+    std::vector<int> new_counts;
+    std::vector<const std::string*> new_fingerprints;
+    for (std::size_t i = 0; i < which.size(); ++i) {
+        if (found[i]) continue;
+        const core::DedupKey& key = keys[which[i]];
+        core::StoredKey& s = stored[which[i]];
+        s.inserted = true;  // a lookup not on record reads as "inserted", as the upsert's; never written
+        if (key.recording_element < 0) continue;
+        if (!locked)
+            throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                           "could not record message id: its record was removed by a concurrent transaction",
+                           "", "Retry the transaction.");
+        if (key.fingerprint) s.fingerprint = *key.fingerprint;
+        new_ids.push_back(key.id);
+        new_counts.push_back(key.observations);
+        new_fingerprints.push_back(key.fingerprint);
+    }
+    if (!new_ids.empty())
+        insert_plan.execute(
+            {consumer, TimestampTzGetDatum(now), uuid_array(new_ids), int4_array(new_counts), bytea_array(new_fingerprints)});
+}
+
 // Removes ids recorded only to look them up, and fixes counters the upsert could not know.
 void apply_resolution(Datum consumer, const core::DedupResolution& resolution) {
     if (!resolution.remove.empty()) remove_plan.execute({consumer, uuid_array(resolution.remove)});
@@ -153,8 +228,22 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
 
     // New ids are inserted natively; ids on record (and lookups) go through the upsert,
     // which counts the observation and returns the stored fingerprint.
+    const bool generations = dedup_in_generations();
+    // The generation of `now` is made before the native insertion opens the table for writing:
+    // two stores that both need it then queue for its lock instead of deadlocking (generations.h).
+    if (generations) {
+        const std::vector<GenerationBound> bounds = list_generations();
+        if (std::none_of(bounds.begin(), bounds.end(), [&](const auto& b) { return b.start <= now && now < b.end; }))
+            create_generations(now, now + 1);
+    }
     std::vector<char> on_record(keys.size(), 1);
-    if (insert_new_keys(function_name, consumer, now, keys, partitions, on_record)) {
+    NativeInsert native = insert_new_keys(function_name, consumer, now, keys, partitions, on_record);
+    if (native == NativeInsert::no_generation)
+        throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                       "could not record message ids: the dedup generation of p_now was dropped meanwhile",
+                       "p_now lies outside the retention window and maintenance dropped its generation.",
+                       "Retry the transaction, or store with a p_now inside the retention window.");
+    if (native == NativeInsert::done) {
         for (std::size_t k = 0; k < keys.size(); ++k) {
             if (on_record[k]) continue;
             stored[k].inserted = true;
@@ -164,9 +253,16 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
     Datum consumer_datum = pg_call([&] {
         return PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
     });
-    upsert_on_record(consumer_datum, now, keys, partitions, on_record, stored);
+    if (generations) {
+        if (native == NativeInsert::refused) serialize_stores_plan.execute({});
+        update_on_record(consumer_datum, now, keys, on_record, native == NativeInsert::refused, stored);
+    } else {
+        upsert_on_record(consumer_datum, now, keys, partitions, on_record, stored);
+    }
 
     core::DedupResolution resolution = plan.resolve(stored);
+    // In generations a lookup is never written, so there is nothing to remove.
+    if (generations) resolution.remove.clear();
     apply_resolution(consumer_datum, resolution);
     spi.finish();
     return std::move(resolution.outcomes);

@@ -6,11 +6,17 @@
 // (UNIQUE_CHECK_PARTIAL); only then does it look at the conflicting row, abort its own
 // speculative tuple and either wait for the other inserter or report the key as on record.
 // Keys are handled in sorted order, so concurrent batches wait for each other at most.
+//
+// A table in generations (0.12.0, generations.h) adds the guard of core/generation_guard.h:
+// the record goes to the generation of its first_seen_at, and the other generations are
+// probed around the insertion, so that one key is never new in two generations.
 #include <cstring>
 
 #include "pg/store/dedup_store.h"
 
+#include "core/generation_guard.h"
 #include "pg/citus/shard_scope.h"
+#include "pg/store/generations.h"
 
 
 namespace whizbang::pg {
@@ -97,14 +103,265 @@ Holder find_holder(Relation heap, Relation pk, TupleTableSlot* slot, TupleTableS
     return holder;
 }
 
+
+// A new record of `key` in `slot` (laid out as `desc`); partition < 0: partition_number NULL.
+void fill_slot(TupleTableSlot* slot, TupleDesc desc, const Columns& col, Datum consumer, const core::DedupKey& key,
+               TimestampTz now, int partition) {
+    ExecClearTuple(slot);
+    for (int i = 0; i < desc->natts; ++i) slot->tts_isnull[i] = true;
+    slot->tts_values[col.consumer - 1] = consumer;
+    slot->tts_values[col.message_id - 1] = PointerGetDatum(key.id.data());
+    slot->tts_values[col.first_seen_at - 1] = TimestampTzGetDatum(now);
+    slot->tts_values[col.observation_count - 1] = Int32GetDatum(key.observations);
+    slot->tts_values[col.conflict_count - 1] = Int32GetDatum(0);
+    for (AttrNumber a : {col.consumer, col.message_id, col.first_seen_at, col.observation_count, col.conflict_count})
+        slot->tts_isnull[a - 1] = false;
+    if (col.partition_number && partition >= 0) {
+        slot->tts_values[col.partition_number - 1] = Int32GetDatum(partition);
+        slot->tts_isnull[col.partition_number - 1] = false;
+    }
+    if (key.fingerprint != nullptr) {
+        bytea* fp = static_cast<bytea*>(palloc(VARHDRSZ + key.fingerprint->size()));
+        SET_VARSIZE(fp, VARHDRSZ + key.fingerprint->size());
+        memcpy(VARDATA(fp), key.fingerprint->data(), key.fingerprint->size());
+        slot->tts_values[col.fingerprint - 1] = PointerGetDatum(fp);
+        slot->tts_isnull[col.fingerprint - 1] = false;
+    }
+    ExecStoreVirtualTuple(slot);
+}
+
+// One generation as the guard sees it: its heap, its primary key and an open index scan with
+// a dirty snapshot of its own, rescanned per key.
+struct GenerationProbe {
+    Relation heap;
+    Relation pk;
+    IndexScanDesc scan;
+    SnapshotData dirty;
+    TupleTableSlot* found;
+    bool key_is_consumer[2];  // which primary key column holds consumer (else message_id)
+    RegProcedure eq[2];
+    Oid collation[2];
+};
+
+namespace guard = core::generations;
+
+// Prepares the probe of one generation; false when its primary key is not exactly
+// (message_id, consumer) or it has another unique index (the SQL path then handles the batch).
+bool open_probe(GenerationProbe* g, Oid relid, LOCKMODE mode) {
+    g->heap = table_open(relid, mode);
+    g->pk = nullptr;
+    List* indexes = RelationGetIndexList(g->heap);
+    ListCell* lc;
+    bool ok = true;
+    foreach (lc, indexes) {
+        Relation index = index_open(lfirst_oid(lc), AccessShareLock);
+        if (index->rd_index->indisprimary && g->pk == nullptr) {
+            g->pk = index;
+            continue;
+        }
+        if (index->rd_index->indisunique) ok = false;
+        index_close(index, AccessShareLock);
+    }
+    list_free(indexes);
+    if (g->pk == nullptr || IndexRelationGetNumberOfKeyAttributes(g->pk) != 2) ok = false;
+    if (g->heap->trigdesc != nullptr) ok = false;
+    if (!ok) return false;
+    TupleDesc desc = RelationGetDescr(g->heap);
+    for (int i = 0; i < 2; ++i) {
+        AttrNumber att = g->pk->rd_index->indkey.values[i];
+        const char* name = att > 0 ? NameStr(TupleDescAttr(desc, att - 1)->attname) : "";
+        if (strcmp(name, "consumer") != 0 && strcmp(name, "message_id") != 0) return false;
+        g->key_is_consumer[i] = strcmp(name, "consumer") == 0;
+        Oid op = get_opfamily_member(g->pk->rd_opfamily[i], g->pk->rd_opcintype[i], g->pk->rd_opcintype[i],
+                                     BTEqualStrategyNumber);
+        g->eq[i] = get_opcode(op);
+        g->collation[i] = g->pk->rd_indcollation[i];
+    }
+    if (g->key_is_consumer[0] == g->key_is_consumer[1]) return false;
+    InitDirtySnapshot(g->dirty);
+    g->scan = compat::index_beginscan(g->heap, g->pk, &g->dirty, 2, 0);
+    g->found = table_slot_create(g->heap, nullptr);
+    return true;
+}
+
+void close_probe(GenerationProbe* g, bool keep_lock) {
+    if (g->found != nullptr) ExecDropSingleTupleTableSlot(g->found);
+    if (g->scan != nullptr) index_endscan(g->scan);
+    if (g->pk != nullptr) index_close(g->pk, AccessShareLock);
+    table_close(g->heap, keep_lock ? NoLock : AccessShareLock);
+}
+
+// The key's record in one generation, seen with a dirty snapshot (committed rows, rows of
+// transactions in progress, our own rows).
+guard::Sighting probe(GenerationProbe* g, Datum message_id, Datum consumer) {
+    ScanKeyData keys[2];
+    for (int i = 0; i < 2; ++i)
+        ScanKeyEntryInitialize(&keys[i], 0, i + 1, BTEqualStrategyNumber, InvalidOid, g->collation[i], g->eq[i],
+                               g->key_is_consumer[i] ? consumer : message_id);
+    index_rescan(g->scan, keys, 2, nullptr, 0);
+    guard::Sighting seen;
+    if (index_getnext_slot(g->scan, ForwardScanDirection, g->found)) {
+        if (TransactionIdIsValid(g->dirty.xmin)) {
+            seen.found = g->dirty.speculativeToken != 0 ? guard::Found::inserting : guard::Found::inserted;
+            seen.xid = g->dirty.xmin;
+        } else if (TransactionIdIsValid(g->dirty.xmax)) {
+            seen.found = guard::Found::inserted;  // being deleted (moved forward) by an open transaction
+            seen.xid = g->dirty.xmax;
+        } else {
+            seen.found = guard::Found::live;
+        }
+    }
+    return seen;
+}
+
+// The first record of the key in the generations, newest first, skipping `skip`; *at: where.
+guard::Sighting look(GenerationProbe* gens, int n, int skip, Datum message_id, Datum consumer, int* at) {
+    for (int i = n - 1; i >= 0; --i) {
+        if (i == skip) continue;
+        guard::Sighting seen = probe(&gens[i], message_id, consumer);
+        if (seen.found != guard::Found::none) {
+            *at = i;
+            return seen;
+        }
+    }
+    *at = -1;
+    return guard::Sighting{};
+}
+
+void wait_for(const guard::Sighting& seen, uint32 token, GenerationProbe* where) {
+    if (seen.found == guard::Found::inserting && token != 0)
+        SpeculativeInsertionWait(seen.xid, token);
+    else
+        XactLockTableWait(seen.xid, where->heap, &where->found->tts_tid, XLTW_InsertIndex);
+}
+
+// The generations' insertion (see the file's head and core/generation_guard.h). Runs inside
+// insert_new_keys's pg_call, with the parent open under ROW EXCLUSIVE: the set of generations
+// is fixed until the transaction ends.
+NativeInsert insert_into_generations(Relation parent, const std::string& consumer, TimestampTz now,
+                                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record) {
+    GenerationBound* bounds = nullptr;
+    const int n = read_generation_bounds(parent, &bounds);
+    int target = -1;
+    for (int i = 0; i < n; ++i)
+        if (bounds[i].start <= now && now < bounds[i].end) target = i;
+    if (target < 0) return NativeInsert::no_generation;
+
+    GenerationProbe* gens = static_cast<GenerationProbe*>(palloc0(sizeof(GenerationProbe) * n));
+    bool usable = true;
+    int opened = 0;
+    for (; opened < n && usable; ++opened)
+        usable = open_probe(&gens[opened], bounds[opened].relid, opened == target ? RowExclusiveLock : AccessShareLock);
+    Relation heap = usable ? gens[target].heap : nullptr;
+    TupleDesc desc = usable ? RelationGetDescr(heap) : nullptr;
+    Columns col = usable ? find_columns(desc) : Columns{};
+    if (usable && ((desc->constr != nullptr && desc->constr->num_check > 0) ||
+                   TupleDescAttr(desc, col.fingerprint - 1)->attnotnull))
+        usable = false;
+    EState* estate = nullptr;
+    ResultRelInfo* rri = nullptr;
+    if (usable) {
+        estate = CreateExecutorState();
+        rri = makeNode(ResultRelInfo);
+        InitResultRelInfo(rri, heap, 1, nullptr, 0);
+        ExecOpenIndices(rri, true);
+        if (primary_key_only(rri) == nullptr) usable = false;
+    }
+    if (!usable) {
+        if (rri != nullptr) ExecCloseIndices(rri);
+        if (estate != nullptr) FreeExecutorState(estate);
+        for (int i = 0; i < opened; ++i) close_probe(&gens[i], i == target);
+        return NativeInsert::refused;
+    }
+
+    TupleTableSlot* slot = table_slot_create(heap, nullptr);
+    MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext, "whizbang dedup row", ALLOCSET_SMALL_SIZES);
+    MemoryContext call_context = CurrentMemoryContext;
+    Datum consumer_datum = PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
+    CommandId cid = GetCurrentCommandId(true);
+    TransactionId xid = GetCurrentTransactionId();
+    uint32 token = SpeculativeInsertionLockAcquire(xid);
+
+    std::size_t seen_keys = 0, seen_on_record = 0;
+    for (std::size_t k = 0; k < keys.size(); ++k) {
+        const core::DedupKey& key = keys[k];
+        on_record[k] = 1;
+        if (key.recording_element < 0) continue;  // a lookup: never inserted here
+        bool must_look = look_first(seen_keys, seen_on_record);
+        ++seen_keys;
+        ++seen_on_record;  // until proven new
+        if ((k & 1023) == 0) CHECK_FOR_INTERRUPTS();
+        Datum message_id = PointerGetDatum(key.id.data());
+
+        for (int attempt = 0;; ++attempt) {
+            if (attempt == kMaxConflictRetries)
+                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                                errmsg("could not record message id: it kept conflicting with concurrent writers")));
+            int at = -1;
+            if (must_look) {
+                guard::Sighting seen = look(gens, n, -1, message_id, consumer_datum, &at);
+                guard::Before before = guard::before_insert(seen);
+                if (before == guard::Before::duplicate) break;  // on record: the update counts it
+                if (before == guard::Before::wait) {
+                    // Holding no record of this key, and our token released: nobody waits on a waiter.
+                    SpeculativeInsertionLockRelease(xid);
+                    wait_for(seen, gens[at].dirty.speculativeToken, &gens[at]);
+                    token = SpeculativeInsertionLockAcquire(xid);
+                    continue;
+                }
+            }
+
+            MemoryContextReset(row_context);
+            MemoryContextSwitchTo(row_context);
+            fill_slot(slot, desc, col, consumer_datum, key, now, -1);
+            table_tuple_insert_speculative(heap, slot, cid, 0, nullptr, token);
+            bool conflict = false;
+            List* rechecks = compat::insert_index_tuples(rri, slot, estate, false, true, &conflict, NIL);
+            list_free(rechecks);
+            ResetPerTupleExprContext(estate);
+            MemoryContextSwitchTo(call_context);
+            if (conflict) {
+                // Inside the generation its unique index decided: as on a single table.
+                table_tuple_complete_speculative(heap, slot, token, false);
+                must_look = true;
+                continue;
+            }
+            // The other generations, now that ours holds the speculative record.
+            guard::After after = guard::After::keep;
+            for (;;) {
+                guard::Sighting seen = look(gens, n, target, message_id, consumer_datum, &at);
+                after = guard::after_insert(seen, xid);
+                if (after != guard::After::wait_keeping) break;
+                // The younger transaction withdraws; wait for its speculative insertion to end.
+                wait_for(seen, gens[at].dirty.speculativeToken, &gens[at]);
+            }
+            table_tuple_complete_speculative(heap, slot, token, after == guard::After::keep);
+            if (after == guard::After::keep) {
+                on_record[k] = 0;
+                --seen_on_record;
+                break;
+            }
+            must_look = true;  // withdrawn: look again, which waits or finds it on record
+        }
+    }
+
+    SpeculativeInsertionLockRelease(xid);
+    MemoryContextDelete(row_context);
+    ExecDropSingleTupleTableSlot(slot);
+    ExecCloseIndices(rri);
+    FreeExecutorState(estate);
+    for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
+    return NativeInsert::done;
+}
+
 }  // namespace
 
-bool insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
+NativeInsert insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
                      const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,
                      std::vector<char>& on_record) {
     // Everything below runs on the PostgreSQL side of the boundary: it creates no C++
     // object and calls nothing that throws, so a PostgreSQL error unwinds cleanly.
-    return pg_call([&]() -> bool {
+    return pg_call([&]() -> NativeInsert {
         // The executor would refuse these writes; so must a path that bypasses it.
         PreventCommandIfReadOnly(function_name);
         PreventCommandIfParallelMode(function_name);
@@ -122,6 +379,13 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
         // Anything the executor would enforce beyond the shipped table (triggers, row security,
         // CHECK constraints, columns added by the user with their defaults) sends the batch
         // through the SQL path, which enforces it.
+        if (RelationGetForm(rel)->relkind == RELKIND_PARTITIONED_TABLE) {
+            NativeInsert result = NativeInsert::refused;
+            if (rel->trigdesc == nullptr && !rel->rd_rel->relrowsecurity)
+                result = insert_into_generations(rel, consumer, now, keys, on_record);
+            table_close(rel, NoLock);  // the lock fixes the generations until the transaction ends
+            return result;
+        }
         TupleDesc shape = RelationGetDescr(rel);
         int live_columns = 0;
         for (int i = 0; i < shape->natts; ++i) live_columns += TupleDescAttr(shape, i)->attisdropped ? 0 : 1;
@@ -132,7 +396,7 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
             checks ||
             fingerprint_required) {
             table_close(rel, RowExclusiveLock);
-            return false;
+            return NativeInsert::refused;
         }
 
         EState* estate = CreateExecutorState();
@@ -144,7 +408,7 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
             ExecCloseIndices(rri);
             FreeExecutorState(estate);
             table_close(rel, RowExclusiveLock);
-            return false;
+            return NativeInsert::refused;
         }
 
         TupleDesc desc = RelationGetDescr(rel);
@@ -178,28 +442,7 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
                                     errmsg("could not record message id: it kept conflicting with concurrent writers")));
                 MemoryContextReset(row_context);
                 MemoryContextSwitchTo(row_context);
-                ExecClearTuple(slot);
-                for (int i = 0; i < desc->natts; ++i) slot->tts_isnull[i] = true;
-                slot->tts_values[col.consumer - 1] = consumer_datum;
-                slot->tts_values[col.message_id - 1] = PointerGetDatum(key.id.data());
-                slot->tts_values[col.first_seen_at - 1] = TimestampTzGetDatum(now);
-                slot->tts_values[col.observation_count - 1] = Int32GetDatum(key.observations);
-                slot->tts_values[col.conflict_count - 1] = Int32GetDatum(0);
-                for (AttrNumber a : {col.consumer, col.message_id, col.first_seen_at, col.observation_count,
-                                     col.conflict_count})
-                    slot->tts_isnull[a - 1] = false;
-                if (col.partition_number && partitions[k] >= 0) {
-                    slot->tts_values[col.partition_number - 1] = Int32GetDatum(partitions[k]);
-                    slot->tts_isnull[col.partition_number - 1] = false;
-                }
-                if (key.fingerprint != nullptr) {
-                    bytea* fp = static_cast<bytea*>(palloc(VARHDRSZ + key.fingerprint->size()));
-                    SET_VARSIZE(fp, VARHDRSZ + key.fingerprint->size());
-                    memcpy(VARDATA(fp), key.fingerprint->data(), key.fingerprint->size());
-                    slot->tts_values[col.fingerprint - 1] = PointerGetDatum(fp);
-                    slot->tts_isnull[col.fingerprint - 1] = false;
-                }
-                ExecStoreVirtualTuple(slot);
+                fill_slot(slot, desc, col, consumer_datum, key, now, col.partition_number ? partitions[k] : -1);
 
                 if (look && attempt == 0) {
                     TransactionId wait_xid = InvalidTransactionId;
@@ -249,7 +492,7 @@ bool insert_new_keys(const char* function_name, const std::string& consumer, Tim
         ExecCloseIndices(rri);
         FreeExecutorState(estate);
         table_close(rel, NoLock);  // keep the lock until the end of the transaction
-        return true;
+        return NativeInsert::done;
     });
 }
 

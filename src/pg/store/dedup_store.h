@@ -13,11 +13,14 @@ namespace whizbang::pg {
 // Inserts, in key order, every key of `keys` that may be recorded (recording_element >= 0)
 // and is not on record yet. `on_record` (sized like keys) is set to 1 for keys that were
 // already on record or may only be looked up: the caller passes those to the upsert.
-// Returns false, having written nothing, when the table has triggers, row security or
-// unique indexes other than its primary key: the upsert then handles every key.
+// Returns refused, having written nothing, when the table has triggers, row security or
+// unique indexes other than its primary key: the upsert then handles every key; and
+// no_generation when the table is in generations and none holds `now` (generations.h).
 // `function_name` names the SQL function in errors (read-only transaction, recovery).
 // partitions[k]: the distribution column of keys[k] (-1: NULL, a single server).
-bool insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
+enum class NativeInsert { done, refused, no_generation };
+
+NativeInsert insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
                      const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,
                      std::vector<char>& on_record);
 

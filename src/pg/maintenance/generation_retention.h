@@ -1,0 +1,29 @@
+// Retention by generations (DESIGN §3.6 "Generations"): the part of purge_old_deduplication
+// that works on whole generations of whizbang.wh_message_deduplication (store/generations.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "pg/boundary/bridge.h"
+
+namespace whizbang::pg {
+
+struct GenerationRetirement {
+    int64_t created = 0;  // generations made ahead of time
+    int64_t dropped = 0;  // generations dropped whole
+    int64_t records = 0;  // records dropped with them
+    int64_t moved = 0;    // records moved forward first (their message still waits)
+    int64_t busy = 0;     // generations left for the next run: their lock was not granted in time
+};
+
+// Creates the generations of now and of the next period, then drops every generation that left
+// the window (its end <= now - dedup_retention_days), oldest first, each in a subtransaction:
+// under ACCESS EXCLUSIVE lock on the table (a moment: no row is deleted one by one), the
+// records whose message still waits in the inbox or in its dead letters move to the oldest
+// generation that stays (first_seen_at becomes its start), then the generation is dropped.
+// A lock not granted within lock_timeout_ms leaves the generation to the next run. With SPI
+// connected.
+void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetirement& out);
+
+}  // namespace whizbang::pg

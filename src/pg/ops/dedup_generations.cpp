@@ -1,0 +1,43 @@
+// dedup_generations() (DESIGN §3.6 "Generations", docs/operations.md): one row per generation
+// of whizbang.wh_message_deduplication, oldest first, with its records counted now. A table
+// that is not in generations (a distributed install, docs/scaleout.md) has none.
+#include <string>
+
+#include "pg/boundary/arrays.h"
+#include "pg/boundary/settings.h"
+#include "pg/boundary/spi.h"
+#include "pg/store/generations.h"
+
+using namespace whizbang;
+using namespace whizbang::pg;
+
+// dedup_generations() RETURNS TABLE(generation text, starts_at timestamptz, ends_at timestamptz,
+//   records bigint, leaves_window_at timestamptz)
+WB_FUNCTION(wb_dedup_generations) {
+    pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
+    if (!dedup_in_generations()) return (Datum)0;
+    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
+    SpiConnection spi;
+    const int64 retention = setting_int("dedup_retention_days") * USECS_PER_DAY;
+    for (const GenerationBound& g : list_generations()) {
+        const char* relname = pg_call([&] { return get_rel_name(g.relid); });
+        if (relname == nullptr) continue;  // dropped meanwhile
+        const std::string name = relname;
+        const std::string sql = "SELECT pg_catalog.count(*) FROM whizbang." + name;
+        const int64 records = pg_call([&] {
+            if (SPI_execute(sql.c_str(), true, 0) != SPI_OK_SELECT) elog(ERROR, "whizbang: could not count %s", sql.c_str());
+            bool isnull = false;
+            return DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+        });
+        const Datum name_datum = text_datum(name);
+        pg_call([&] {
+            const bool from_start = g.start == INT64_MIN, open_end = g.end == INT64_MAX;
+            Datum values[5] = {name_datum, TimestampTzGetDatum(g.start), TimestampTzGetDatum(g.end), Int64GetDatum(records),
+                               TimestampTzGetDatum(open_end ? 0 : g.end + retention)};
+            bool nulls[5] = {false, from_start, open_end, false, open_end};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        });
+    }
+    spi.finish();
+    return (Datum)0;
+}

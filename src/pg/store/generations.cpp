@@ -1,0 +1,121 @@
+#include <climits>
+
+#include "pg/store/generations.h"
+
+#include "pg/boundary/owner.h"
+#include "pg/boundary/settings.h"
+#include "pg/boundary/spi.h"
+#include "pg/citus/shard_scope.h"
+
+namespace whizbang::pg {
+namespace {
+
+namespace gen = core::generations;
+
+int64 bound_value(PartitionRangeDatumKind kind, Datum value) {
+    if (kind == PARTITION_RANGE_DATUM_VALUE) return DatumGetTimestampTz(value);
+    return kind == PARTITION_RANGE_DATUM_MINVALUE ? INT64_MIN : INT64_MAX;
+}
+
+void run_sql(const std::string& sql) {
+    pg_call([&] {
+        int rc = SPI_execute(sql.c_str(), false, 0);
+        if (rc < 0) elog(ERROR, "whizbang: SPI_execute failed (%d): %s", rc, sql.c_str());
+    });
+}
+
+std::vector<gen::Span> spans_of(const std::vector<GenerationBound>& bounds) {
+    std::vector<gen::Span> spans;
+    for (const auto& b : bounds) spans.push_back(gen::Span{b.start, b.end});
+    return spans;
+}
+
+}  // namespace
+
+int read_generation_bounds(Relation parent, GenerationBound** out) {
+    PartitionDesc desc = RelationGetPartitionDesc(parent, true);
+    GenerationBound* bounds = static_cast<GenerationBound*>(palloc(sizeof(GenerationBound) * Max(desc->nparts, 1)));
+    int n = 0;
+    PartitionBoundInfo info = desc->boundinfo;
+    // A range bound list: the partition between datums[j] and datums[j + 1] is indexes[j + 1]
+    // (-1 where no partition covers the gap), as get_partition_for_tuple reads it.
+    if (info != nullptr && info->strategy == PARTITION_STRATEGY_RANGE) {
+        for (int j = 0; j + 1 < info->ndatums; ++j) {
+            int index = info->indexes[j + 1];
+            if (index < 0) continue;
+            bounds[n].relid = desc->oids[index];
+            bounds[n].start = bound_value(info->kind[j][0], info->datums[j][0]);
+            bounds[n].end = bound_value(info->kind[j + 1][0], info->datums[j + 1][0]);
+            ++n;
+        }
+    }
+    *out = bounds;
+    return n;
+}
+
+bool dedup_in_generations() {
+    return pg_call([] {
+        Oid relid = whizbang_relid_unguarded(kDedupTable);
+        return OidIsValid(relid) && get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE;
+    });
+}
+
+int64 generation_period() {
+    const int64 hours = setting_int("dedup_retention_days") * 24;
+    const int64 parts = std::max<int64>(1, setting_int("dedup_generations"));
+    return std::max<int64>(1, (hours + parts - 1) / parts) * gen::kMicrosPerHour;
+}
+
+std::vector<GenerationBound> list_generations() {
+    GenerationBound* bounds = nullptr;
+    int n = pg_call([&] {
+        Relation parent = table_open(whizbang_relid_unguarded(kDedupTable), AccessShareLock);
+        int count = RelationGetForm(parent)->relkind == RELKIND_PARTITIONED_TABLE
+                        ? read_generation_bounds(parent, &bounds)
+                        : 0;
+        table_close(parent, NoLock);
+        return count;
+    });
+    return std::vector<GenerationBound>(bounds, bounds + n);
+}
+
+void lock_dedup_table(const char* mode, int lock_timeout_ms) {
+    int nest_level = 0;
+    // lock_timeout for this statement only: a SET LOCAL would outlive the subtransaction
+    // maintenance runs this in, into the caller's transaction.
+    if (lock_timeout_ms > 0)
+        pg_call([&] {
+            nest_level = NewGUCNestLevel();
+            std::string value = std::to_string(lock_timeout_ms);
+            (void)set_config_option("lock_timeout", value.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                                    false);
+        });
+    run_sql(std::string("LOCK TABLE whizbang.wh_message_deduplication IN ") + mode + " MODE");
+    if (lock_timeout_ms > 0) pg_call([&] { AtEOXact_GUC(true, nest_level); });
+}
+
+int create_generations(TimestampTz from, TimestampTz until, int lock_timeout_ms) {
+    const int64 period = generation_period();
+    SpiConnection spi;
+    // Generations belong to the table's owner, whoever stores the record that needs one.
+    AsExtensionOwner owner;
+    // Conflicts with the ROW EXCLUSIVE of every store (see generations.h), not with readers.
+    lock_dedup_table("EXCLUSIVE", lock_timeout_ms);
+    const std::vector<gen::Span> made = gen::spans_to_cover(spans_of(list_generations()), from, until, period);
+    for (const gen::Span& s : made) {
+        const std::string name = gen::generation_name(kDedupTable, s);
+        run_sql("CREATE TABLE whizbang." + name +
+                " (LIKE whizbang.wh_message_deduplication INCLUDING DEFAULTS) WITH (fillfactor = 90)");
+        run_sql("ALTER TABLE whizbang." + name + " ADD CONSTRAINT " + name +
+                "_pkey PRIMARY KEY (message_id, consumer) WITH (fillfactor = 90)");
+        run_sql("ALTER TABLE whizbang.wh_message_deduplication ATTACH PARTITION whizbang." + name +
+                " FOR VALUES FROM ('" + gen::utc_literal(s.start) + "') TO ('" + gen::utc_literal(s.end) + "')");
+        run_sql("COMMENT ON TABLE whizbang." + name + " IS 'A whizbang dedup generation: the records first seen from " +
+                gen::utc_literal(s.start) + " until " + gen::utc_literal(s.end) +
+                ". Read them through whizbang.wh_message_deduplication; maintenance drops the generation whole.'");
+    }
+    spi.finish();
+    return static_cast<int>(made.size());
+}
+
+}  // namespace whizbang::pg
