@@ -47,8 +47,9 @@ SELECT outcome, result FROM whizbang.idempotency_begin('maint_scope', 'done', p_
 -- 2000-03-01, in batches of one row: the three plain dedup records and the completed
 -- message's record; the tombstone; the dead letter; the debug_mode leftover.
 SELECT * FROM pg_temp.maintain('2000-03-01 00:00:00Z', 1) ORDER BY pos;
--- The records of the dead letter and of the debug_mode message were still needed when the
--- dedup task ran; the next call purges them. The pending message's record is never purged.
+-- The records of the pending message, the dead letter and the debug_mode message were still
+-- needed when their generation was dropped: they moved forward, into the generation that
+-- stays, and leave with it (docs/operations.md). The pending message's record never leaves.
 SELECT * FROM pg_temp.maintain('2000-03-01 00:00:00Z') ORDER BY pos;
 SELECT * FROM pg_temp.maintain('2000-03-01 00:00:00Z') ORDER BY pos;
 SELECT consumer, message_id FROM whizbang.wh_message_deduplication WHERE consumer LIKE 'maint\_%' ORDER BY message_id;

@@ -15,6 +15,11 @@ VALUES
      'Dedup generations the retention window is cut into: a generation lasts dedup_retention_days '
      '* 24 / dedup_generations hours, rounded up (a day by default)');
 
+-- Seeded as CREATE EXTENSION seeds every setting.
+INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
+SELECT setting_key, default_value, value_type, description FROM whizbang.wh_setting_defaults
+ WHERE setting_key OPERATOR(pg_catalog.=) 'dedup_generations';
+
 DO $convert$
 DECLARE
     newest timestamptz;

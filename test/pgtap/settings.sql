@@ -33,6 +33,7 @@ SELECT results_eq(
     $$SELECT setting_key, value, default_value, value_type, is_default FROM whizbang.settings ORDER BY setting_key$$,
     $$VALUES ('dead_letter_retention_days', '30', '30', 'integer', true),
              ('debug_mode', 'false', 'false', 'boolean', true),
+             ('dedup_generations', '30', '30', 'integer', true),
              ('dedup_retention_days', '30', '30', 'integer', true),
              ('idempotency_in_progress_ttl_seconds', '1800', '1800', 'integer', true),
              ('idempotency_result_ttl_max_seconds', '2592000', '2592000', 'integer', true),
@@ -66,7 +67,7 @@ SELECT results_eq(
     $$SELECT value, default_value, is_default FROM whizbang.settings WHERE setting_key = 'dedup_retention_days'$$,
     $$VALUES ('90', '30', false)$$,
     'settings view: dedup_retention_days is now 90, default 30, not default');
-SELECT is((SELECT count(*) FROM whizbang.wh_settings), 13::bigint, 'the upsert added no row');
+SELECT is((SELECT count(*) FROM whizbang.wh_settings), 14::bigint, 'the upsert added no row');
 UPDATE wb_snap SET state = pg_temp.settings_state();
 
 SELECT lives_ok($$UPDATE whizbang.wh_settings SET setting_value = '5' WHERE setting_key = 'max_attempts'$$,
@@ -76,7 +77,7 @@ SELECT is(pg_temp.value_of('max_attempts'), '5', 'settings view: max_attempts is
 SELECT lives_ok($$INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('retry_base_seconds', '7')$$,
                 'a plain INSERT of an existing key updates it instead of failing');
 SELECT is(pg_temp.value_of('retry_base_seconds'), '7', 'settings view: retry_base_seconds is 7');
-SELECT is((SELECT count(*) FROM whizbang.wh_settings), 13::bigint, 'the plain INSERT added no row');
+SELECT is((SELECT count(*) FROM whizbang.wh_settings), 14::bigint, 'the plain INSERT added no row');
 SELECT isnt((SELECT value_type FROM whizbang.wh_settings WHERE setting_key = 'retry_base_seconds'), NULL,
             'value_type is filled in when the INSERT omits it');
 
@@ -260,8 +261,8 @@ SELECT results_eq(
     $$SELECT value, default_value, is_default FROM whizbang.settings WHERE setting_key = 'dedup_retention_days'$$,
     $$VALUES ('30', '30', true)$$,
     'settings view: a deleted row falls back to its default');
-SELECT is((SELECT count(*) FROM whizbang.settings), 13::bigint, 'settings view: still one row per key');
-SELECT is((SELECT count(*) FROM whizbang.wh_settings), 12::bigint, 'wh_settings: one row fewer');
+SELECT is((SELECT count(*) FROM whizbang.settings), 14::bigint, 'settings view: still one row per key');
+SELECT is((SELECT count(*) FROM whizbang.wh_settings), 13::bigint, 'wh_settings: one row fewer');
 
 SELECT lives_ok(
     $$INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
@@ -280,7 +281,7 @@ SELECT is((SELECT is_default FROM whizbang.settings WHERE setting_key = 'dedup_r
           'settings view: a row holding the default value is_default');
 
 SELECT lives_ok($$DELETE FROM whizbang.wh_settings$$, 'deleting every row works');
-SELECT is((SELECT count(*) FROM whizbang.settings WHERE is_default AND value = default_value), 13::bigint,
+SELECT is((SELECT count(*) FROM whizbang.settings WHERE is_default AND value = default_value), 14::bigint,
           'settings view: with no rows every key shows its default');
 UPDATE wb_snap SET state = pg_temp.settings_state();
 SELECT throws_ok($$INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('max_attempts', '0')$$,

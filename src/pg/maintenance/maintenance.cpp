@@ -395,8 +395,9 @@ void report_generations(const TaskRun& run, int level) {
     pg_call([&] {
         ereport(level, (errmsg("whizbang maintenance: dropped %lld dedup generations, moved %lld records forward",
                                static_cast<long long>(run.generations_dropped), static_cast<long long>(run.records_moved)),
-                        errdetail("Their messages still wait in the inbox or in its dead letters; the records stay "
-                                  "until they are gone.")));
+                        run.records_moved > 0 ? errdetail("Their messages still wait in the inbox or in its dead "
+                                                          "letters: the records stay until they are gone.")
+                                              : 0));
     });
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "pg/boundary/arrays.h"
+#include "pg/citus/citus_route.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
 #include "pg/store/generations.h"
@@ -13,7 +14,7 @@ using namespace whizbang::pg;
 
 // dedup_generations() RETURNS TABLE(generation text, starts_at timestamptz, ends_at timestamptz,
 //   records bigint, leaves_window_at timestamptz)
-WB_FUNCTION(wb_dedup_generations) {
+WB_ROUTED_FUNCTION(wb_dedup_generations, local) {
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (!dedup_in_generations()) return (Datum)0;
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);

@@ -24,6 +24,13 @@ void run_sql(const std::string& sql) {
     });
 }
 
+// A bound of the timestamptz range: periods at its ends reach past what timestamptz can hold.
+std::string bound_literal(int64 t) {
+    if (t <= MIN_TIMESTAMP) return "MINVALUE";
+    if (t >= END_TIMESTAMP) return "MAXVALUE";
+    return "'" + gen::utc_literal(t) + "'";
+}
+
 std::vector<gen::Span> spans_of(const std::vector<GenerationBound>& bounds) {
     std::vector<gen::Span> spans;
     for (const auto& b : bounds) spans.push_back(gen::Span{b.start, b.end});
@@ -108,8 +115,8 @@ int create_generations(TimestampTz from, TimestampTz until, int lock_timeout_ms)
                 " (LIKE whizbang.wh_message_deduplication INCLUDING DEFAULTS) WITH (fillfactor = 90)");
         run_sql("ALTER TABLE whizbang." + name + " ADD CONSTRAINT " + name +
                 "_pkey PRIMARY KEY (message_id, consumer) WITH (fillfactor = 90)");
-        run_sql("ALTER TABLE whizbang.wh_message_deduplication ATTACH PARTITION whizbang." + name +
-                " FOR VALUES FROM ('" + gen::utc_literal(s.start) + "') TO ('" + gen::utc_literal(s.end) + "')");
+        run_sql("ALTER TABLE whizbang.wh_message_deduplication ATTACH PARTITION whizbang." + name + " FOR VALUES FROM (" +
+                bound_literal(s.start) + ") TO (" + bound_literal(s.end) + ")");
         run_sql("COMMENT ON TABLE whizbang." + name + " IS 'A whizbang dedup generation: the records first seen from " +
                 gen::utc_literal(s.start) + " until " + gen::utc_literal(s.end) +
                 ". Read them through whizbang.wh_message_deduplication; maintenance drops the generation whole.'");
