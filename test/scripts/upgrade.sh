@@ -11,13 +11,18 @@ cat >"$work/run.sh" <<'SH'
 set -euo pipefail
 psql() { command psql -X -v ON_ERROR_STOP=1 -q "$@"; }
 objects() {
+  # Dedup generations (0.12.0) are the records' tables, not the extension's objects: a store
+  # makes them (the upgraded database's records are in a legacy one), so they are left out.
   psql -At -d "$1" <<'SQL'
+CREATE TEMP VIEW generations AS
+SELECT i.inhrelid AS oid FROM pg_inherits i WHERE i.inhparent = 'whizbang.wh_message_deduplication'::regclass;
 SELECT pg_describe_object(classid, objid, 0) FROM pg_depend
  WHERE refclassid = 'pg_extension'::regclass AND deptype = 'e'
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang')
 UNION ALL
 SELECT format('%s.%s %s %s %s', table_name, column_name, data_type, is_nullable, coalesce(collation_name, ''))
   FROM information_schema.columns WHERE table_schema = 'whizbang'
+   AND format('whizbang.%I', table_name)::regclass NOT IN (SELECT oid FROM generations)
 UNION ALL
 -- proconfig: the SET clauses (search_path, DESIGN §4) must arrive with an update too.
 SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_arguments(p.oid),
@@ -25,6 +30,7 @@ SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_argumen
   FROM pg_proc p WHERE p.pronamespace = 'whizbang'::regnamespace
 UNION ALL
 SELECT indexdef FROM pg_indexes WHERE schemaname = 'whizbang'
+   AND format('whizbang.%I', tablename)::regclass NOT IN (SELECT oid FROM generations)
 UNION ALL
 -- Triggers are no extension members (they belong to their table): name, table, function,
 -- tgtype (timing, level, events) and arguments, e.g. the work tables' _lease_row_deleted (0.6.0).
@@ -42,7 +48,9 @@ UNION ALL
 SELECT format('comment on %s: %s', pg_describe_object(d.classoid, d.objoid, d.objsubid), d.description)
   FROM pg_description d
  WHERE (d.classoid = 'pg_class'::regclass
-        AND d.objoid IN (SELECT oid FROM pg_class WHERE relnamespace = 'whizbang'::regnamespace))
+        AND d.objoid IN (SELECT oid FROM pg_class WHERE relnamespace = 'whizbang'::regnamespace)
+        AND d.objoid NOT IN (SELECT oid FROM generations)
+        AND d.objoid NOT IN (SELECT i.indexrelid FROM pg_index i JOIN generations g ON g.oid = i.indrelid))
     OR EXISTS (SELECT FROM pg_depend e
                 WHERE e.classid = d.classoid AND e.objid = d.objoid AND e.deptype = 'e'
                   AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang'))
