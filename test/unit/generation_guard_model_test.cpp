@@ -4,7 +4,11 @@
 // each key into a generation of its own choosing, run step by step as the server runs the
 // protocol — looks with a dirty snapshot, speculative records, a unique index per generation,
 // waits on a token or on a transaction — with commits, aborts and rollbacks to a savepoint at any
-// point. After every step:
+// point, PREPARE TRANSACTION with a later COMMIT PREPARED or ROLLBACK PREPARED, a server crash
+// (every transaction not prepared aborts at once; prepared ones survive it), and maintenance
+// moving the oldest generation's records forward and dropping it (only when no store
+// transaction is open or prepared: it needs the table's ACCESS EXCLUSIVE lock, which waits for
+// every store's ROW EXCLUSIVE). After every step:
 //   - at most one committed record per key, in all generations together (never two deliveries
 //     of one id both new);
 //   - a key reported duplicate had a committed record when it was reported;
@@ -36,7 +40,7 @@ struct Record {
 
 // Each look and what follows it are separate steps, as on a server: another transaction may
 // insert, complete or withdraw between a look and the action it decided.
-enum class Phase { look, act_on_look, check_others, act_on_check, done, ended };
+enum class Phase { look, act_on_look, check_others, act_on_check, done, prepared, ended };
 
 struct Wait {
     enum Kind { none, token, xact } kind = none;
@@ -248,6 +252,36 @@ struct World {
         trace << "t" << i << " rolls back to its savepoint, now xid " << t.xid << "\n";
     }
 
+    // PREPARE TRANSACTION: the records stay the transaction's (in progress for everyone else)
+    // until COMMIT PREPARED or ROLLBACK PREPARED; no more steps.
+    void prepare(int i) {
+        Txn& t = txns[i];
+        release_token(t);
+        t.phase = Phase::prepared;
+        trace << "t" << i << " prepares\n";
+    }
+
+    // A crash: every open transaction that is not prepared is aborted.
+    void crash() {
+        trace << "crash\n";
+        for (int i = 0; i < static_cast<int>(txns.size()); ++i)
+            if (txns[i].phase != Phase::ended && txns[i].phase != Phase::prepared) end(i, false);
+    }
+
+    // Maintenance drops the oldest generation; committed records there move to the next one.
+    void drop_oldest_generation() {
+        if (generations < 2) return;
+        for (Record& r : records) {
+            ASSERT_LT(r.txn, 0) << "a generation dropped while a store's record was in progress\n" << trace.str();
+            if (r.generation == 0) r.generation = 1;
+        }
+        for (Record& r : records) r.generation -= 1;
+        for (Txn& t : txns)
+            for (int& g : t.generations) g = std::max(0, g - 1);
+        --generations;
+        trace << "maintenance drops the oldest generation, its records moved forward\n";
+    }
+
     void check_invariants() {
         for (int key = 0; key < 3; ++key) {
             int committed = 0;
@@ -257,17 +291,14 @@ struct World {
     }
 };
 
-void run_one(unsigned seed, bool with_aborts) {
-    World w(seed);
-    w.generations = 2 + w.rand(2);
-    const int ntxns = 2 + w.rand(3);
-    const int nkeys = 1 + w.rand(3);
+// One wave: transactions that all start together and run until each has ended.
+void run_wave(World& w, int ntxns, int nkeys, bool with_aborts) {
+    const int first = static_cast<int>(w.txns.size());
     std::vector<std::uint32_t> xids;
     for (int i = 0; i < ntxns; ++i) xids.push_back(w.next_xid++);
     std::shuffle(xids.begin(), xids.end(), w.rng);  // xids are taken in any order
-    // Some keys are on record before the transactions start, in a random generation.
-    for (int key = 0; key < nkeys; ++key)
-        if (w.rand(4) == 0) w.records.push_back(Record{-1, key, w.rand(w.generations), false, 0});
+    std::vector<bool> on_record_before(nkeys);
+    for (int key = 0; key < nkeys; ++key) on_record_before[key] = w.committed_record(key);
     for (int i = 0; i < ntxns; ++i) {
         Txn t;
         t.xid = xids[i];
@@ -278,25 +309,32 @@ void run_one(unsigned seed, bool with_aborts) {
             }
         w.txns.push_back(t);
     }
+    const int last = first + ntxns;
     for (int steps = 0;; ++steps) {
         ASSERT_LT(steps, kMaxSteps) << "livelock\n" << w.trace.str();
-        std::vector<int> runnable, open;
-        for (int i = 0; i < ntxns; ++i) {
+        std::vector<int> runnable, open, finished, prepared;
+        for (int i = first; i < last; ++i) {
             const Txn& t = w.txns[i];
             if (t.phase == Phase::ended) continue;
             open.push_back(i);
-            if (t.phase != Phase::done && !w.blocked(t)) runnable.push_back(i);
+            if (t.phase == Phase::done) finished.push_back(i);
+            if (t.phase == Phase::prepared) prepared.push_back(i);
+            if (t.phase != Phase::done && t.phase != Phase::prepared && !w.blocked(t)) runnable.push_back(i);
         }
         if (open.empty()) break;
-        std::vector<int> finished;
-        for (int i : open)
-            if (w.txns[i].phase == Phase::done) finished.push_back(i);
-        if (runnable.empty() && finished.empty()) FAIL() << "every open transaction waits: a cycle of waits\n" << w.trace.str();
+        if (runnable.empty() && finished.empty() && prepared.empty())
+            FAIL() << "every open transaction waits: a cycle of waits\n" << w.trace.str();
         const int roll = w.rand(100);
         if (with_aborts && roll < 3) {
             w.end(open[w.rand(static_cast<int>(open.size()))], false);
         } else if (with_aborts && roll < 5 && !finished.empty()) {
             w.rollback_to_savepoint(finished[w.rand(static_cast<int>(finished.size()))]);
+        } else if (with_aborts && roll < 6) {
+            w.crash();
+        } else if (with_aborts && roll < 9 && !finished.empty()) {
+            w.prepare(finished[w.rand(static_cast<int>(finished.size()))]);
+        } else if (!prepared.empty() && (roll < 15 || (runnable.empty() && finished.empty()))) {
+            w.end(prepared[w.rand(static_cast<int>(prepared.size()))], w.rand(3) != 0);  // COMMIT / ROLLBACK PREPARED
         } else if (!finished.empty() && (runnable.empty() || roll < 25)) {
             w.end(finished[w.rand(static_cast<int>(finished.size()))], !with_aborts || w.rand(5) != 0);
         } else {
@@ -306,9 +344,30 @@ void run_one(unsigned seed, bool with_aborts) {
         w.check_invariants();
         if (::testing::Test::HasFatalFailure()) return;
     }
-    // Every key some transaction recorded and committed is on record exactly once.
-    for (const Txn& t : w.txns)
-        for (auto [key, fresh] : t.outcomes) ASSERT_TRUE(w.committed_record(key) || !fresh || with_aborts) << w.trace.str();
+    // A key on record when the wave began (also in a generation moved forward since) is never
+    // new; every key some transaction recorded and committed is on record.
+    for (int i = first; i < last; ++i)
+        for (auto [key, fresh] : w.txns[i].outcomes) {
+            ASSERT_FALSE(fresh && on_record_before[key]) << "key " << key << " new again\n" << w.trace.str();
+            ASSERT_TRUE(w.committed_record(key) || !fresh || with_aborts) << w.trace.str();
+        }
+}
+
+void run_one(unsigned seed, bool with_aborts) {
+    World w(seed);
+    w.generations = 2 + w.rand(2);
+    const int nkeys = 1 + w.rand(3);
+    // Some keys are on record before the transactions start, in a random generation.
+    for (int key = 0; key < nkeys; ++key)
+        if (w.rand(4) == 0) w.records.push_back(Record{-1, key, w.rand(w.generations), false, 0});
+    const int waves = 1 + w.rand(3);
+    for (int wave = 0; wave < waves; ++wave) {
+        run_wave(w, 2 + w.rand(3), nkeys, with_aborts);
+        if (::testing::Test::HasFatalFailure()) return;
+        // Maintenance between waves (its lock waits for every open or prepared store).
+        if (w.rand(2) == 0) w.drop_oldest_generation();
+        if (::testing::Test::HasFatalFailure()) return;
+    }
 }
 
 int seeds() {
