@@ -105,7 +105,8 @@ COMMENT ON COLUMN whizbang.wh_message_deduplication.partition_number IS
 CREATE FUNCTION whizbang.dedup_generations()
 RETURNS TABLE (generation text, starts_at timestamptz, ends_at timestamptz, records bigint,
                leaves_window_at timestamptz)
-    AS 'MODULE_PATHNAME', 'wb_dedup_generations' LANGUAGE C STABLE ROWS 40;
+    AS 'MODULE_PATHNAME', 'wb_dedup_generations' LANGUAGE C STABLE ROWS 40
+    SET search_path = pg_catalog, pg_temp;
 
 CREATE VIEW whizbang.dedup_generations AS
 SELECT g.generation, g.starts_at, g.ends_at, g.records, g.leaves_window_at FROM whizbang.dedup_generations() g;

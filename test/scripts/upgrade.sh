@@ -22,7 +22,8 @@ SELECT pg_describe_object(classid, objid, 0) FROM pg_depend
 UNION ALL
 SELECT format('%s.%s %s %s %s', table_name, column_name, data_type, is_nullable, coalesce(collation_name, ''))
   FROM information_schema.columns WHERE table_schema = 'whizbang'
-   AND format('whizbang.%I', table_name)::regclass NOT IN (SELECT oid FROM generations)
+   AND NOT EXISTS (SELECT FROM pg_temp.generations g JOIN pg_class c ON c.oid = g.oid
+                    WHERE c.relname = table_name AND c.relnamespace = 'whizbang'::regnamespace)
 UNION ALL
 -- proconfig: the SET clauses (search_path, DESIGN §4) must arrive with an update too.
 SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_arguments(p.oid),
@@ -30,7 +31,8 @@ SELECT format('%s(%s) -> %s SET %s', p.proname, pg_get_function_identity_argumen
   FROM pg_proc p WHERE p.pronamespace = 'whizbang'::regnamespace
 UNION ALL
 SELECT indexdef FROM pg_indexes WHERE schemaname = 'whizbang'
-   AND format('whizbang.%I', tablename)::regclass NOT IN (SELECT oid FROM generations)
+   AND NOT EXISTS (SELECT FROM pg_temp.generations g JOIN pg_class c ON c.oid = g.oid
+                    WHERE c.relname = tablename AND c.relnamespace = 'whizbang'::regnamespace)
 UNION ALL
 -- Triggers are no extension members (they belong to their table): name, table, function,
 -- tgtype (timing, level, events) and arguments, e.g. the work tables' _lease_row_deleted (0.6.0).
@@ -49,8 +51,8 @@ SELECT format('comment on %s: %s', pg_describe_object(d.classoid, d.objoid, d.ob
   FROM pg_description d
  WHERE (d.classoid = 'pg_class'::regclass
         AND d.objoid IN (SELECT oid FROM pg_class WHERE relnamespace = 'whizbang'::regnamespace)
-        AND d.objoid NOT IN (SELECT oid FROM generations)
-        AND d.objoid NOT IN (SELECT i.indexrelid FROM pg_index i JOIN generations g ON g.oid = i.indrelid))
+        AND d.objoid NOT IN (SELECT oid FROM pg_temp.generations)
+        AND d.objoid NOT IN (SELECT i.indexrelid FROM pg_index i JOIN pg_temp.generations g ON g.oid = i.indrelid))
     OR EXISTS (SELECT FROM pg_depend e
                 WHERE e.classid = d.classoid AND e.objid = d.objoid AND e.deptype = 'e'
                   AND e.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'whizbang'))

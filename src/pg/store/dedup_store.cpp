@@ -369,7 +369,10 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
 
         // Inside a routed call the node's shard of the partition (shard_scope.h).
         Oid relid = whizbang_relid_unguarded("wh_message_deduplication");
-        Relation rel = table_open(relid, RowExclusiveLock);
+        // ACCESS SHARE first: a table in generations that sends the batch to the SQL path must
+        // not hold ROW EXCLUSIVE before that path's SHARE ROW EXCLUSIVE (two such stores would
+        // deadlock on the upgrade).
+        Relation rel = table_open(relid, AccessShareLock);
         // Checked together and up front: recording needs all three (a duplicate is an UPDATE),
         // and a missing one should fail on the first call, not on the first redelivery.
         for (AclMode mode : {ACL_SELECT, ACL_INSERT, ACL_UPDATE}) {
@@ -381,11 +384,14 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
         // through the SQL path, which enforces it.
         if (RelationGetForm(rel)->relkind == RELKIND_PARTITIONED_TABLE) {
             NativeInsert result = NativeInsert::refused;
-            if (rel->trigdesc == nullptr && !rel->rd_rel->relrowsecurity)
+            if (rel->trigdesc == nullptr && !rel->rd_rel->relrowsecurity) {
+                LockRelationOid(relid, RowExclusiveLock);
                 result = insert_into_generations(rel, consumer, now, keys, on_record);
+            }
             table_close(rel, NoLock);  // the lock fixes the generations until the transaction ends
             return result;
         }
+        LockRelationOid(relid, RowExclusiveLock);
         TupleDesc shape = RelationGetDescr(rel);
         int live_columns = 0;
         for (int i = 0; i < shape->natts; ++i) live_columns += TupleDescAttr(shape, i)->attisdropped ? 0 : 1;
@@ -395,7 +401,7 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
         if (rel->trigdesc != nullptr || rel->rd_rel->relrowsecurity || live_columns != (col.partition_number ? 7 : 6) ||
             checks ||
             fingerprint_required) {
-            table_close(rel, RowExclusiveLock);
+            table_close(rel, NoLock);
             return NativeInsert::refused;
         }
 
@@ -407,7 +413,7 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
         if (pk == nullptr) {
             ExecCloseIndices(rri);
             FreeExecutorState(estate);
-            table_close(rel, RowExclusiveLock);
+            table_close(rel, NoLock);
             return NativeInsert::refused;
         }
 
