@@ -82,10 +82,12 @@ struct World {
     }
 
     // A look with a dirty snapshot: the first record of `key` by another transaction (or a
-    // committed one), generations newest first; `skip` is not looked at (-1: none).
-    Sighting look(int me, int key, int skip, int* holder, int* epoch) const {
-        for (int g = generations - 1; g >= 0; --g) {
-            if (g == skip) continue;
+    // committed one), generation `first` first (the server's hint: where the batch's last id
+    // on record was; -1: none), then newest first; `skip` is not looked at (-1: none).
+    Sighting look(int me, int key, int skip, int first, int* holder, int* epoch) const {
+        for (int n = -1; n < generations; ++n) {
+            const int g = n < 0 ? first : generations - 1 - n;
+            if (g < 0 || g == skip || (n >= 0 && g == first)) continue;
             for (const Record& r : records) {
                 if (r.key != key || r.generation != g || r.txn == me) continue;
                 if (r.txn < 0) return Sighting{Found::live, 0};
@@ -141,14 +143,14 @@ struct World {
         switch (t.phase) {
             case Phase::look:
                 t.seen_holder = -1;
-                t.seen = look(i, key, -1, &t.seen_holder, &t.seen_epoch);
+                t.seen = look(i, key, -1, rand(generations + 1) - 1, &t.seen_holder, &t.seen_epoch);
                 t.before = before_insert(t.seen);
                 t.phase = Phase::act_on_look;
                 return;
             case Phase::act_on_look: act_on_look(i, key, gen); return;
             case Phase::check_others:
                 t.seen_holder = -1;
-                t.seen = look(i, key, gen, &t.seen_holder, &t.seen_epoch);
+                t.seen = look(i, key, gen, rand(generations + 1) - 1, &t.seen_holder, &t.seen_epoch);
                 t.after = after_insert(t.seen, t.xid);
                 t.phase = Phase::act_on_check;
                 return;

@@ -58,6 +58,17 @@ CachedPlan update_plan(
     " RETURNING d.message_id, d.fingerprint",
     {TEXTOID, UUIDARRAYOID, INT4ARRAYOID});
 
+// The same, for ids whose record the native insertion found: its first_seen_at ($4) prunes
+// the scan to the one generation that holds it (run-time pruning in the nested loop).
+CachedPlan update_found_plan(
+    "UPDATE whizbang.wh_message_deduplication AS d"
+    " SET observation_count = d.observation_count OPERATOR(pg_catalog.+) u.n"
+    " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(id, n, seen)"
+    " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) u.id"
+    "  AND d.first_seen_at OPERATOR(pg_catalog.=) u.seen"
+    " RETURNING d.message_id, d.fingerprint",
+    {TEXTOID, UUIDARRAYOID, INT4ARRAYOID, TIMESTAMPTZARRAYOID});
+
 CachedPlan insert_plan(
     "INSERT INTO whizbang.wh_message_deduplication (consumer, message_id, first_seen_at, observation_count, fingerprint)"
     " SELECT $1, u.id, $2, u.n, u.fp FROM ROWS FROM (pg_catalog.unnest($3), pg_catalog.unnest($4),"
@@ -143,31 +154,48 @@ void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
 // upsert_on_record for a table in generations. With `locked` (the SQL path, stores take turns)
 // ids not on record are inserted here; else the native insertion saw every recording id it
 // left here on record, so one missing now was deleted meanwhile: the caller retries.
+// found_at[k]: where the native insertion found the record of keys[k] (dedup_store.h).
 void update_on_record(Datum consumer, TimestampTz now, const std::vector<core::DedupKey>& keys,
-                      const std::vector<char>& on_record, bool locked, std::vector<core::StoredKey>& stored) {
+                      const std::vector<char>& on_record, const std::vector<TimestampTz>& found_at, bool locked,
+                      std::vector<core::StoredKey>& stored) {
     std::vector<std::size_t> which;
     for (std::size_t k = 0; k < keys.size(); ++k)
         if (on_record[k]) which.push_back(k);
     if (which.empty()) return;
-    std::vector<core::Uuid> ids(which.size());
-    std::vector<int> counts(which.size());
-    for (std::size_t i = 0; i < which.size(); ++i) {
-        ids[i] = keys[which[i]].id;
-        counts[i] = keys[which[i]].observations;
-    }
-    uint64 rows = update_plan.execute({consumer, uuid_array(ids), int4_array(counts)});
     std::vector<char> found(which.size(), 0);
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
-        auto at = std::lower_bound(ids.begin(), ids.end(), id);
-        if (at == ids.end() || *at != id || found[at - ids.begin()])
-            throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup update returned an unknown or repeated id");
-        found[at - ids.begin()] = 1;
-        core::StoredKey& s = stored[which[at - ids.begin()]];
-        s.inserted = false;
-        Datum fp = spi_value(r, 2, &isnull);
-        s.fingerprint = bytea_value(fp, isnull);
+    // First the ids whose generation is known, each updated in it alone; then the others
+    // (lookups, the SQL path), and any record whose first_seen_at changed meanwhile, through
+    // every generation.
+    for (const bool known : {true, false}) {
+        std::vector<std::size_t> pick;  // positions in `which`, in key order
+        for (std::size_t i = 0; i < which.size(); ++i)
+            if (!found[i] && (!known || found_at[which[i]] != kNotFound)) pick.push_back(i);
+        if (pick.empty()) continue;
+        std::vector<core::Uuid> ids(pick.size());
+        std::vector<int> counts(pick.size());
+        std::vector<TimestampTz> seen(pick.size());
+        for (std::size_t j = 0; j < pick.size(); ++j) {
+            const core::DedupKey& key = keys[which[pick[j]]];
+            ids[j] = key.id;
+            counts[j] = key.observations;
+            seen[j] = found_at[which[pick[j]]];
+        }
+        uint64 rows = known ? update_found_plan.execute({consumer, uuid_array(ids), int4_array(counts),
+                                                         timestamptz_array(seen)})
+                            : update_plan.execute({consumer, uuid_array(ids), int4_array(counts)});
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
+            auto at = std::lower_bound(ids.begin(), ids.end(), id);
+            if (at == ids.end() || *at != id || found[pick[at - ids.begin()]])
+                throw SqlError(ERRCODE_INTERNAL_ERROR, "dedup update returned an unknown or repeated id");
+            const std::size_t i = pick[at - ids.begin()];
+            found[i] = 1;
+            core::StoredKey& s = stored[which[i]];
+            s.inserted = false;
+            Datum fp = spi_value(r, 2, &isnull);
+            s.fingerprint = bytea_value(fp, isnull);
+        }
     }
     std::vector<core::Uuid> new_ids;
     std::vector<int> new_counts;
@@ -237,7 +265,8 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
             create_generations(now, now + 1);
     }
     std::vector<char> on_record(keys.size(), 1);
-    NativeInsert native = insert_new_keys(function_name, consumer, now, keys, partitions, on_record);
+    std::vector<TimestampTz> found_at(keys.size(), kNotFound);
+    NativeInsert native = insert_new_keys(function_name, consumer, now, keys, partitions, on_record, found_at);
     if (native == NativeInsert::no_generation)
         throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
                        "could not record message ids: the dedup generation of p_now was dropped meanwhile",
@@ -255,7 +284,7 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
     });
     if (generations) {
         if (native == NativeInsert::refused) serialize_stores_plan.execute({});
-        update_on_record(consumer_datum, now, keys, on_record, native == NativeInsert::refused, stored);
+        update_on_record(consumer_datum, now, keys, on_record, found_at, native == NativeInsert::refused, stored);
     } else {
         upsert_on_record(consumer_datum, now, keys, partitions, on_record, stored);
     }

@@ -141,6 +141,7 @@ struct GenerationProbe {
     bool key_is_consumer[2];  // which primary key column holds consumer (else message_id)
     RegProcedure eq[2];
     Oid collation[2];
+    AttrNumber first_seen_at;
 };
 
 namespace guard = core::generations;
@@ -178,6 +179,7 @@ bool open_probe(GenerationProbe* g, Oid relid, LOCKMODE mode) {
         g->collation[i] = g->pk->rd_indcollation[i];
     }
     if (g->key_is_consumer[0] == g->key_is_consumer[1]) return false;
+    g->first_seen_at = find_columns(desc).first_seen_at;
     InitDirtySnapshot(g->dirty);
     g->scan = compat::index_beginscan(g->heap, g->pk, &g->dirty, 2, 0);
     g->found = table_slot_create(g->heap, nullptr);
@@ -214,10 +216,20 @@ guard::Sighting probe(GenerationProbe* g, Datum message_id, Datum consumer) {
     return seen;
 }
 
-// The first record of the key in the generations, newest first, skipping `skip`; *at: where.
-guard::Sighting look(GenerationProbe* gens, int n, int skip, Datum message_id, Datum consumer, int* at) {
+// The first record of the key in the generations, `hint` first, then newest first, skipping
+// `skip`; *at: where. Any order is safe: every sighting is acted on by the guard's rules, and a
+// wait is followed by a new look (core/generation_guard.h). The hint is where the batch's last
+// id on record was found: redeliveries tend to come from one period.
+guard::Sighting look(GenerationProbe* gens, int n, int skip, int hint, Datum message_id, Datum consumer, int* at) {
+    if (hint >= 0 && hint != skip) {
+        guard::Sighting seen = probe(&gens[hint], message_id, consumer);
+        if (seen.found != guard::Found::none) {
+            *at = hint;
+            return seen;
+        }
+    }
     for (int i = n - 1; i >= 0; --i) {
-        if (i == skip) continue;
+        if (i == skip || i == hint) continue;
         guard::Sighting seen = probe(&gens[i], message_id, consumer);
         if (seen.found != guard::Found::none) {
             *at = i;
@@ -239,7 +251,8 @@ void wait_for(const guard::Sighting& seen, uint32 token, GenerationProbe* where)
 // insert_new_keys's pg_call, with the parent open under ROW EXCLUSIVE: the set of generations
 // is fixed until the transaction ends.
 NativeInsert insert_into_generations(Relation parent, const std::string& consumer, TimestampTz now,
-                                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record) {
+                                     const std::vector<core::DedupKey>& keys, std::vector<char>& on_record,
+                                     std::vector<TimestampTz>& found_at) {
     GenerationBound* bounds = nullptr;
     const int n = read_generation_bounds(parent, &bounds);
     int target = -1;
@@ -283,6 +296,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
     uint32 token = SpeculativeInsertionLockAcquire(xid);
 
     std::size_t seen_keys = 0, seen_on_record = 0;
+    int hint = -1;
     for (std::size_t k = 0; k < keys.size(); ++k) {
         const core::DedupKey& key = keys[k];
         on_record[k] = 1;
@@ -299,9 +313,16 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
                                 errmsg("could not record message id: it kept conflicting with concurrent writers")));
             int at = -1;
             if (must_look) {
-                guard::Sighting seen = look(gens, n, -1, message_id, consumer_datum, &at);
+                guard::Sighting seen = look(gens, n, -1, hint, message_id, consumer_datum, &at);
                 guard::Before before = guard::before_insert(seen);
-                if (before == guard::Before::duplicate) break;  // on record: the update counts it
+                if (before == guard::Before::duplicate) {
+                    // On record: the update counts it, in the generation named by its first_seen_at.
+                    bool isnull = false;
+                    Datum seen_at = slot_getattr(gens[at].found, gens[at].first_seen_at, &isnull);
+                    if (!isnull) found_at[k] = DatumGetTimestampTz(seen_at);
+                    hint = at;
+                    break;
+                }
                 if (before == guard::Before::wait) {
                     // Holding no record of this key, and our token released: nobody waits on a waiter.
                     SpeculativeInsertionLockRelease(xid);
@@ -329,7 +350,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
             // The other generations, now that ours holds the speculative record.
             guard::After after = guard::After::keep;
             for (;;) {
-                guard::Sighting seen = look(gens, n, target, message_id, consumer_datum, &at);
+                guard::Sighting seen = look(gens, n, target, -1, message_id, consumer_datum, &at);
                 after = guard::after_insert(seen, xid);
                 if (after != guard::After::wait_keeping) break;
                 // The younger transaction withdraws; wait for its speculative insertion to end.
@@ -358,7 +379,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
 
 NativeInsert insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
                      const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,
-                     std::vector<char>& on_record) {
+                     std::vector<char>& on_record, std::vector<TimestampTz>& found_at) {
     // Everything below runs on the PostgreSQL side of the boundary: it creates no C++
     // object and calls nothing that throws, so a PostgreSQL error unwinds cleanly.
     return pg_call([&]() -> NativeInsert {
@@ -386,7 +407,7 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
             NativeInsert result = NativeInsert::refused;
             if (rel->trigdesc == nullptr && !rel->rd_rel->relrowsecurity) {
                 LockRelationOid(relid, RowExclusiveLock);
-                result = insert_into_generations(rel, consumer, now, keys, on_record);
+                result = insert_into_generations(rel, consumer, now, keys, on_record, found_at);
             }
             table_close(rel, NoLock);  // the lock fixes the generations until the transaction ends
             return result;

@@ -18,10 +18,13 @@ namespace whizbang::pg {
 // no_generation when the table is in generations and none holds `now` (generations.h).
 // `function_name` names the SQL function in errors (read-only transaction, recovery).
 // partitions[k]: the distribution column of keys[k] (-1: NULL, a single server).
+// found_at (sized like keys, filled with kNotFound): on a table in generations, the
+// first_seen_at of the record found for a key on record, which names its generation.
+constexpr TimestampTz kNotFound = DT_NOBEGIN;
 enum class NativeInsert { done, refused, no_generation };
 
 NativeInsert insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
                      const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,
-                     std::vector<char>& on_record);
+                     std::vector<char>& on_record, std::vector<TimestampTz>& found_at);
 
 }  // namespace whizbang::pg
