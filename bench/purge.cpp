@@ -12,7 +12,8 @@
 //             whizbang.store_inbox_messages (batches of --batch, ~1 KB envelopes, every payload
 //             built before its clock starts): --warm-seconds untimed, then --seconds timed, the
 //             baseline. Then, with no checkpoint in between, the same clients store again while
-//             the purge runs: from the release until the purge has ended. ratio = msgs/s during
+//             the purge runs: from the release until the purge has ended, and at least
+//             --min-during seconds (a purge of generations is over in a moment). ratio = msgs/s during
 //             the purge / msgs/s of the baseline.
 //
 // Purge methods (--methods):
@@ -66,6 +67,9 @@ struct Options : RunOptions {
     int warm_batches = 10;     // per client before the baseline, every row checked
     double warm_seconds = 2;   // stores before the baseline (the first --warm-batches checked row by row)
     long rounds_up_to = 1000000;  // larger sizes run once
+    // The window during the purge lasts until the purge ends and at least this long: a purge of
+    // generations ends in a fraction of a second, too short a window to measure the stores by.
+    double min_during = 2;
     Options() { seconds = 10; rounds = 1; }
 };
 
@@ -74,7 +78,7 @@ struct Options : RunOptions {
                  "error: %s\n"
                  "usage: purge_driver [--sizes=1000000,10000000] [--methods=maintenance,worker,worker0,delete] "
                  "[--recent-rows=100000] [--batch=100] [--purge-batch=10000] [--alone=1] [--max-pool=6000000] "
-                 "[--wait-idle=120] [--warm-batches=10] [--warm-seconds=2] [--conns=2] [--rounds=1] [--rounds-up-to=1000000] [--seconds=10] [--max-other=20] "
+                 "[--wait-idle=120] [--warm-batches=10] [--warm-seconds=2] [--min-during=2] [--conns=2] [--rounds=1] [--rounds-up-to=1000000] [--seconds=10] [--max-other=20] "
                  "[--envelope-bytes=1000] [--dsn=CONNINFO] [--tsv=FILE] [--md=FILE]\n",
                  msg);
     std::exit(2);
@@ -96,12 +100,13 @@ Options parse_options(int argc, char** argv) {
         else if (key == "--wait-idle") o.wait_idle = std::stod(val);
         else if (key == "--warm-batches") o.warm_batches = std::stoi(val);
         else if (key == "--warm-seconds") o.warm_seconds = std::stod(val);
+        else if (key == "--min-during") o.min_during = std::stod(val);
         else if (key == "--rounds-up-to") o.rounds_up_to = std::stol(val);
         else return false;
         return true;
     }, usage);
     if (o.conns < 1 || o.rounds < 1 || o.seconds <= 0 || o.batch < 1 || o.purge_batch < 1 || o.recent_rows < 0 ||
-        o.max_pool < 1 || o.warm_batches < 1 || o.warm_seconds < 0 || o.envelope_bytes < 200)
+        o.max_pool < 1 || o.warm_batches < 1 || o.warm_seconds < 0 || o.min_during < 0 || o.envelope_bytes < 200)
         usage("counts and seconds must be positive, --envelope-bytes at least 200");
     for (long s : o.sizes)
         if (s < 1) usage("sizes must be positive");
@@ -807,13 +812,16 @@ Cell run_pair(const Options& o, const Method& m, long n, int retention_days, dou
     all.push_back(k.purger);
     std::atomic<bool> purge_done{false};
     Purge purge;
+    const auto during_start = Clock::now();
+    const auto during_min_end = during_start + std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double>(o.min_during));
     Window wd = timed_window(k.admin, all, 1e6, [&](std::size_t i, Clock::time_point) {
         if (i == cs.size()) {
             purge = run_purge(o, m.name, k.purger, retention_days, l.last_expired_block);
             purge_done = true;
             return;
         }
-        store_loop(*cs[i], o.batch, [&](Clock::time_point) { return purge_done.load(); });
+        store_loop(*cs[i], o.batch, [&](Clock::time_point t) { return purge_done.load() && t >= during_min_end; });
     });
     mon.stop();
     worker_rows(k.admin, purge, n);
@@ -927,8 +935,8 @@ void write_markdown(const Options& o, const std::vector<Cell>& cells, std::ostre
        << " B envelopes, payloads built before the clock starts; " << fmt("%.0f", o.warm_seconds) << " s untimed "
           "first) for " << fmt("%.0f", o.seconds) << " s; then, with no checkpoint in between, **during**: the same "
           "clients again while a third connection (or the background worker) purges, from the release until the purge "
-          "has ended. ratio = during msgs/s / baseline msgs/s, the "
-          "issue's target is >= 0.9. store CPU = CPU time of the " << o.conns << " store backends per message (from "
+          "has ended and for at least " << fmt("%.0f", o.min_during) << " s. ratio = during msgs/s / baseline msgs/s, the "
+          "issue target (23) is >= 0.95. store CPU = CPU time of the " << o.conns << " store backends per message (from "
           "/proc). other % = CPU of everything else (WAL writer, checkpointer, autovacuum, the monitor, other work on "
           "the machine) as a share of all cores; the purge's own CPU is its column (purge CPU % = its CPU over its "
           "time, share of all cores). purge WAL: measured alone; with the clients, the window's WAL minus the "
