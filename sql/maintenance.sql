@@ -44,12 +44,13 @@ SELECT * FROM pg_temp.maintain('2000-01-15 00:00:00Z') ORDER BY pos;
 SELECT idempotency_key, state, result FROM whizbang.wh_idempotency_keys WHERE scope = 'maint_scope' ORDER BY idempotency_key;
 SELECT outcome, result FROM whizbang.idempotency_begin('maint_scope', 'done', p_now => '2000-01-15 00:00:00Z');
 
--- 2000-03-01, in batches of one row: the three plain dedup records and the completed
--- message's record; the tombstone; the dead letter; the debug_mode leftover.
+-- 2000-03-01, in batches of one row: the tombstone; the dead letter; the debug_mode leftover;
+-- then (the dedup purge runs last) the three plain dedup records, the completed message's
+-- record and those of the dead letter and the debug_mode message, gone just before.
 SELECT * FROM pg_temp.maintain('2000-03-01 00:00:00Z', 1) ORDER BY pos;
--- The records of the pending message, the dead letter and the debug_mode message were still
--- needed when their generation was dropped: they moved forward, into the generation that
--- stays, and leave with it (docs/operations.md). The pending message's record never leaves.
+-- The pending message's record was still needed when its generation was dropped: it moved
+-- forward, into the generation that stays (docs/operations.md), and never leaves while the
+-- message waits.
 SELECT * FROM pg_temp.maintain('2000-03-01 00:00:00Z') ORDER BY pos;
 SELECT * FROM pg_temp.maintain('2000-03-01 00:00:00Z') ORDER BY pos;
 SELECT consumer, message_id FROM whizbang.wh_message_deduplication WHERE consumer LIKE 'maint\_%' ORDER BY message_id;

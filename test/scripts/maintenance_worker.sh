@@ -51,7 +51,7 @@ case "${1:-}" in
     # (a worker logs when its run has ended, a moment after its last batch committed)
     for ((i = 0; i < 50; i++)); do
       logged=$(cat "${PG_CLUSTER_CONF_ROOT:-/nonexistent}"/../log/*.log 2>/dev/null |
-               grep -c 'whizbang maintenance: purge_old_deduplication 500, ' || true)
+               grep -c 'whizbang maintenance: purge_old_deduplication 501, ' || true)
       [ "$logged" -ge 2 ] && break
       sleep 0.2
     done

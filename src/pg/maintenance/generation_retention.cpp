@@ -1,5 +1,6 @@
 #include "core/generation_span.h"
 
+#include <algorithm>
 #include <string>
 
 #include "pg/maintenance/generation_retention.h"
@@ -105,6 +106,15 @@ void retire(Oid relid, TimestampTz forward, int lock_timeout_ms, GenerationRetir
 void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetirement& out) {
     const int64 period = generation_period();
     const TimestampTz horizon = now - setting_int("dedup_retention_days") * USECS_PER_DAY;
+    // With a generation to drop, ACCESS EXCLUSIVE comes first, before the creation's EXCLUSIVE:
+    // holding EXCLUSIVE while waiting for ACCESS EXCLUSIVE deadlocks with a store that holds
+    // ACCESS SHARE and waits for ROW EXCLUSIVE (dedup_store.cpp takes them in that order).
+    const std::vector<GenerationBound> before = list_generations();
+    bool locked = false;
+    if (std::any_of(before.begin(), before.end(), [&](const auto& b) { return b.end <= horizon; })) {
+        locked = unless_lock_busy([&] { lock_dedup_table("ACCESS EXCLUSIVE", lock_timeout_ms); });
+        if (!locked) out.busy += 1;
+    }
     // Ahead of time, so that stores find their generation made (creating one waits for every
     // store's transaction to end).
     int created = 0;
@@ -112,6 +122,7 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
         out.created += created;
     else
         out.busy += 1;
+    if (!locked) return;
 
     // DROP needs the owner's rights; the caller needs only maintenance's (DELETE on the table).
     AsExtensionOwner owner;

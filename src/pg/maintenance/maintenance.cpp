@@ -221,26 +221,25 @@ int64_t by_expiry(CachedPlan& plan, TimestampTz now, int64_t& position, int batc
 }
 
 // Phases: 0 the single table, row by row (before 0.12.0, and a distributed install); on a table
-// in generations 1 retires whole generations, then 2 purges the upgrade's legacy records row by
-// row while they are still inside the window.
+// in generations 2 purges the upgrade's legacy records row by row while they are still inside
+// the window, then 1 retires whole generations. The retirement comes last: its ACCESS EXCLUSIVE
+// lock lasts until the transaction ends, so no row purge of this transaction runs under it.
+bool legacy_partition_left() {
+    const std::vector<GenerationBound> bounds = list_generations();
+    return !bounds.empty() && bounds.front().start == INT64_MIN &&
+           pg_call([&] { return get_rel_name(bounds.front().relid); }) == std::string("wh_message_deduplication_legacy");
+}
+
 void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
-    if (!run.started) run.phase = !in_shard_scope() && dedup_in_generations() ? 1 : 0;
+    if (!run.started) run.phase = !in_shard_scope() && dedup_in_generations() ? (legacy_partition_left() ? 2 : 1) : 0;
     if (run.phase == 1) {
         GenerationRetirement retired;
         retire_generations(now, kGenerationLockTimeoutMs, retired);
         run.rows += retired.records;
         run.generations_dropped += retired.dropped;
         run.records_moved += retired.moved;
-        run.phase = 2;
-        const std::vector<GenerationBound> bounds = list_generations();
-        const bool legacy = !bounds.empty() && bounds.front().start == INT64_MIN &&
-                            pg_call([&] { return get_rel_name(bounds.front().relid); }) ==
-                                std::string("wh_message_deduplication_legacy");
-        if (!legacy) {
-            run.done = true;
-            return;
-        }
-        run.started = false;  // the row purge below starts its own extent
+        run.done = true;
+        return;
     }
     const int table = run.phase == 2 ? 1 : 0;
     if (!run.started) {
@@ -250,8 +249,15 @@ void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
         run.rows_per_block = (tuples > 0 && pages > 0) ? std::max<int64_t>(1, tuples / pages) : 64;
         run.position = 0;
     }
+    // The rows are through: the legacy records' purge goes on with the generations' retirement.
+    auto rows_through = [&run] {
+        if (run.phase == 2)
+            run.phase = 1;
+        else
+            run.done = true;
+    };
     if (run.position >= run.end_block) {
-        run.done = true;
+        rows_through();
         return;
     }
     const int64_t blocks = std::max<int64_t>(1, batch / run.rows_per_block);
@@ -259,7 +265,7 @@ void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
     run.rows += static_cast<int64_t>(purge_dedup_plans[table].execute(
         {TimestampTzGetDatum(days_before(now, "dedup_retention_days")), tid_datum(run.position), tid_datum(to)}));
     run.position = to;
-    run.done = run.position >= run.end_block;
+    if (run.position >= run.end_block) rows_through();
 }
 
 // One batch of the idempotency purge: tombstones (phase 0), then forgotten keys (phase 1); 2 when
@@ -404,8 +410,9 @@ void report_generations(const TaskRun& run, int level) {
 bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
     bool more = false;
     SpiConnection spi;
-    for (int t = 0; t < kTaskCount; ++t) {
-        run_batch(static_cast<Task>(t), runs[t], now, batch_size);
+    for (Task task : kRunOrder) {
+        const int t = static_cast<int>(task);
+        run_batch(task, runs[t], now, batch_size);
         more = more || !runs[t].done;
     }
     spi.finish();
@@ -432,8 +439,8 @@ WB_ROUTED_FUNCTION(wb_perform_maintenance, every_node) {
         spi.finish();
     } else {
         SpiConnection spi;
-        for (int t = 0; t < kTaskCount; ++t)
-            while (!runs[t].done) run_batch(static_cast<Task>(t), runs[t], now, batch);
+        for (Task task : kRunOrder)
+            while (!runs[static_cast<int>(task)].done) run_batch(task, runs[static_cast<int>(task)], now, batch);
         spi.finish();
     }
     report_generations(runs[0], NOTICE);

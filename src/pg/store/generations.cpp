@@ -106,6 +106,12 @@ int create_generations(TimestampTz from, TimestampTz until, int lock_timeout_ms)
     SpiConnection spi;
     // Generations belong to the table's owner, whoever stores the record that needs one.
     AsExtensionOwner owner;
+    // Nothing missing (maintenance's usual case): no lock, which would hold every store off
+    // until the caller's transaction ends.
+    if (gen::spans_to_cover(spans_of(list_generations()), from, until, period).empty()) {
+        spi.finish();
+        return 0;
+    }
     // Conflicts with the ROW EXCLUSIVE of every store (see generations.h), not with readers.
     lock_dedup_table("EXCLUSIVE", lock_timeout_ms);
     const std::vector<gen::Span> made = gen::spans_to_cover(spans_of(list_generations()), from, until, period);
