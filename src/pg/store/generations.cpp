@@ -86,7 +86,7 @@ std::vector<GenerationBound> list_generations() {
     return std::vector<GenerationBound>(bounds, bounds + n);
 }
 
-void lock_dedup_table(const char* mode, int lock_timeout_ms) {
+void lock_table(const std::string& qualified_name, const char* mode, int lock_timeout_ms) {
     int nest_level = 0;
     // lock_timeout for this statement only: a SET LOCAL would outlive the subtransaction
     // maintenance runs this in, into the caller's transaction.
@@ -97,8 +97,12 @@ void lock_dedup_table(const char* mode, int lock_timeout_ms) {
             (void)set_config_option("lock_timeout", value.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
                                     false);
         });
-    run_sql(std::string("LOCK TABLE whizbang.wh_message_deduplication IN ") + mode + " MODE");
+    run_sql("LOCK TABLE " + qualified_name + " IN " + mode + " MODE");
     if (lock_timeout_ms > 0) pg_call([&] { AtEOXact_GUC(true, nest_level); });
+}
+
+void lock_dedup_table(const char* mode, int lock_timeout_ms) {
+    lock_table("whizbang.wh_message_deduplication", mode, lock_timeout_ms);
 }
 
 int create_generations(TimestampTz from, TimestampTz until, int lock_timeout_ms) {

@@ -41,6 +41,8 @@ int64 generation_period();
 // LOCK TABLE whizbang.wh_message_deduplication IN <mode> MODE; with lock_timeout_ms > 0, a lock
 // not granted in time raises 55P03 (lock_timeout for this statement only).
 void lock_dedup_table(const char* mode, int lock_timeout_ms);
+// The same for any table (`qualified_name` quoted as needed).
+void lock_table(const std::string& qualified_name, const char* mode, int lock_timeout_ms);
 
 // Creates, under EXCLUSIVE lock on the parent, the generations that [from, until) lacks, and
 // returns how many. With `lock_timeout_ms` > 0 a lock not granted in time raises 55P03.
