@@ -87,8 +87,9 @@ void move_waiting_forward(const std::vector<GenerationBound>& expired, Timestamp
     const std::string cutoff_literal = "'" + core::generations::utc_literal(cutoff) + "'::pg_catalog.timestamptz";
     const std::string forward_literal = "'" + core::generations::utc_literal(forward) + "'::pg_catalog.timestamptz";
     const uint64 moved = run_sql(
+        // UNION ALL: a record both waiting messages name is deleted (and returned) once.
         "WITH waiting AS (SELECT i.message_id, i.consumer FROM whizbang.wh_inbox i"
-        "                 UNION SELECT l.message_id, l.consumer FROM whizbang.wh_dead_letters l"
+        "                 UNION ALL SELECT l.message_id, l.consumer FROM whizbang.wh_dead_letters l"
         "                  WHERE l.source OPERATOR(pg_catalog.=) 'inbox' AND l.consumer IS NOT NULL),"
         "     m AS (DELETE FROM whizbang.wh_message_deduplication x USING waiting w"
         "            WHERE x.first_seen_at OPERATOR(pg_catalog.<) " + cutoff_literal +
