@@ -25,9 +25,8 @@ SELECT whizbang.idempotency_complete('s', 'k', (SELECT token FROM whizbang.wh_id
 SQL
 }
 left() {  # database
-  # Old records: first seen in 2000. From 0.12.0 the dead letter's record, still needed when its
-  # generation was dropped, moved forward (first_seen_at now the start of a current generation)
-  # and leaves with that generation: it is no old record any more.
+  # Old records: first seen in 2000 (a record that moved forward, its message still waiting
+  # when its generation was dropped, holds a later first_seen_at: no old record any more).
   q -d "$1" -c "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer IN ('old', 'dead')
                           AND first_seen_at < '2001-01-01')
                   || ' ' || (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'recent')

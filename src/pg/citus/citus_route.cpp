@@ -5,6 +5,7 @@
 
 #include "pg/boundary/arrays.h"  // before any PostgreSQL header: it includes src/core
 #include "pg/boundary/owner.h"
+#include "pg/boundary/subtransaction.h"
 #include "pg/citus/citus_route.h"
 #include "pg/citus/distributed.h"
 #include "pg/citus/shard_scope.h"
@@ -390,36 +391,12 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
 std::optional<uint64> routed_call_if_reachable(int partition, const char* function, const std::vector<Oid>& types,
                                               const std::vector<Datum>& values, const std::vector<char>& nulls,
                                               int64_t token) {
-    MemoryContext context = CurrentMemoryContext;
-    ResourceOwner resources = CurrentResourceOwner;
-    auto leave = [&](bool commit) {
-        pg_call([&] {
-            if (commit)
-                ReleaseCurrentSubTransaction();
-            else
-                RollbackAndReleaseCurrentSubTransaction();
-            MemoryContextSwitchTo(context);
-            CurrentResourceOwner = resources;
-        });
-    };
-    pg_call([&] {
-        BeginInternalSubTransaction(nullptr);
-        MemoryContextSwitchTo(context);
-    });
-    try {
-        const uint64 rows = routed_call(partition, function, types, values, nulls, token);
-        leave(true);
-        return rows;
-    } catch (const PgError& e) {
-        const int code = e.data() ? e.data()->sqlerrcode : 0;
-        leave(false);
-        // Citus reports a node it cannot reach as connection_failure (class 08).
-        if (ERRCODE_TO_CATEGORY(code) != ERRCODE_CONNECTION_EXCEPTION) throw;
+    uint64 rows = 0;
+    // Citus reports a node it cannot reach as connection_failure (class 08).
+    if (!in_subtransaction([&] { rows = routed_call(partition, function, types, values, nulls, token); },
+                           [](int code) { return ERRCODE_TO_CATEGORY(code) == ERRCODE_CONNECTION_EXCEPTION; }))
         return std::nullopt;
-    } catch (...) {
-        leave(false);
-        throw;
-    }
+    return rows;
 }
 
 int routed_count(int partition, const char* function, const std::vector<Oid>& types,

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "pg/maintenance/generation_retention.h"
+#include "pg/boundary/args.h"
+#include "pg/boundary/arrays.h"
 #include "pg/boundary/owner.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
+#include "pg/boundary/subtransaction.h"
 #include "pg/store/generations.h"
 
 
@@ -16,35 +20,7 @@ namespace {
 // Runs f in a subtransaction; false (and f's work undone) when a lock was not granted in time.
 template <typename F>
 bool unless_lock_busy(F&& f) {
-    MemoryContext context = CurrentMemoryContext;
-    ResourceOwner resources = CurrentResourceOwner;
-    auto leave = [&](bool commit) {
-        pg_call([&] {
-            if (commit)
-                ReleaseCurrentSubTransaction();
-            else
-                RollbackAndReleaseCurrentSubTransaction();
-            MemoryContextSwitchTo(context);
-            CurrentResourceOwner = resources;
-        });
-    };
-    pg_call([&] {
-        BeginInternalSubTransaction(nullptr);
-        MemoryContextSwitchTo(context);
-    });
-    try {
-        f();
-        leave(true);
-        return true;
-    } catch (const PgError& e) {
-        const int code = e.data() ? e.data()->sqlerrcode : 0;
-        leave(false);
-        if (code != ERRCODE_LOCK_NOT_AVAILABLE) throw;
-        return false;
-    } catch (...) {
-        leave(false);
-        throw;
-    }
+    return in_subtransaction(std::forward<F>(f), [](int code) { return code == ERRCODE_LOCK_NOT_AVAILABLE; });
 }
 
 uint64 run_sql(const std::string& sql) {
@@ -73,38 +49,70 @@ std::string quoted_generation(Oid relid) {
     return "whizbang." + std::string(pg_call([&] { return quote_identifier(name.c_str()); }));
 }
 
+// The records, among those older than `cutoff`, whose message still waits in the inbox or in
+// its dead letters.
+struct Waiting {
+    std::vector<std::string> consumers;
+    std::vector<core::Uuid> ids;
+};
+
 // Phase one, beside the stores: the expired generations (all older than `cutoff`) are locked
 // against new records (SHARE ROW EXCLUSIVE: the stores' probes, ACCESS SHARE, go on; only a
-// store whose p_now falls into one of them waits), the records whose message still waits in the
-// inbox or in its dead letters move to the generation that starts at `forward`, and the records
-// left are counted. The look-up of the waiting messages reads the inbox once for all of them,
-// under no lock that holds a store up: under the drop's lock it took seconds with a backlog.
-// A concurrent redelivery of a moving id waits for this transaction (its probe sees the move in
-// progress) and then finds the record in its new generation (core/generation_guard.h).
-void move_waiting_forward(const std::vector<GenerationBound>& expired, TimestampTz cutoff, TimestampTz forward,
-                          int lock_timeout_ms, GenerationRetirement& out) {
+// store whose p_now falls into one of them waits); then the records whose message still waits
+// are found, reading the inbox once for all of them (under the drop's lock this took seconds
+// with a backlog), and the records are counted. While the generations are locked no record
+// enters them, and no message can start waiting for one of their records without being in
+// the inbox or the dead letters now (a new delivery of such an id is a duplicate, not stored).
+Waiting find_waiting(const std::vector<GenerationBound>& expired, const std::string& cutoff_literal,
+                     int lock_timeout_ms, GenerationRetirement& out) {
     for (const GenerationBound& g : expired) lock_table(quoted_generation(g.relid), "SHARE ROW EXCLUSIVE", lock_timeout_ms);
-    const std::string cutoff_literal = "'" + core::generations::utc_literal(cutoff) + "'::pg_catalog.timestamptz";
+    const uint64 rows = run_sql(
+        "SELECT DISTINCT x.consumer, x.message_id FROM whizbang.wh_message_deduplication x"
+        "  JOIN (SELECT i.message_id, i.consumer FROM whizbang.wh_inbox i"
+        "        UNION ALL SELECT l.message_id, l.consumer FROM whizbang.wh_dead_letters l"
+        "         WHERE l.source OPERATOR(pg_catalog.=) 'inbox' AND l.consumer IS NOT NULL) w"
+        "    ON x.message_id OPERATOR(pg_catalog.=) w.message_id AND x.consumer OPERATOR(pg_catalog.=) w.consumer"
+        " WHERE x.first_seen_at OPERATOR(pg_catalog.<) " + cutoff_literal);
+    Waiting waiting;
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        waiting.consumers.push_back(text_from_datum(spi_value(r, 1, &isnull)));
+        waiting.ids.push_back(uuid_from_datum(spi_value(r, 2, &isnull)));
+    }
+    out.records += first_int8("SELECT pg_catalog.count(*) FROM whizbang.wh_message_deduplication"
+                              " WHERE first_seen_at OPERATOR(pg_catalog.<) " + cutoff_literal);
+    return waiting;
+}
+
+// Phase two, under ACCESS EXCLUSIVE (no store runs): the waiting messages' records move to the
+// generation that starts at `forward` (first_seen_at becomes its start). They are few, so this
+// is a moment; and with no store running, no probe sees a record between two generations.
+void move_forward(const Waiting& waiting, const std::string& cutoff_literal, TimestampTz forward,
+                  GenerationRetirement& out) {
+    if (waiting.ids.empty()) return;
     const std::string forward_literal = "'" + core::generations::utc_literal(forward) + "'::pg_catalog.timestamptz";
-    const uint64 moved = run_sql(
-        // UNION ALL: a record both waiting messages name is deleted (and returned) once.
-        "WITH waiting AS (SELECT i.message_id, i.consumer FROM whizbang.wh_inbox i"
-        "                 UNION ALL SELECT l.message_id, l.consumer FROM whizbang.wh_dead_letters l"
-        "                  WHERE l.source OPERATOR(pg_catalog.=) 'inbox' AND l.consumer IS NOT NULL),"
-        "     m AS (DELETE FROM whizbang.wh_message_deduplication x USING waiting w"
+    const std::string sql =
+        "WITH m AS (DELETE FROM whizbang.wh_message_deduplication x"
+        "            USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS w(consumer, id)"
         "            WHERE x.first_seen_at OPERATOR(pg_catalog.<) " + cutoff_literal +
-        "              AND x.message_id OPERATOR(pg_catalog.=) w.message_id"
-        "              AND x.consumer OPERATOR(pg_catalog.=) w.consumer"
+        "              AND x.message_id OPERATOR(pg_catalog.=) w.id AND x.consumer OPERATOR(pg_catalog.=) w.consumer"
         "           RETURNING x.consumer, x.message_id, x.observation_count, x.conflict_count, x.fingerprint,"
         "                     x.partition_number)"
         " INSERT INTO whizbang.wh_message_deduplication"
         "   (consumer, message_id, first_seen_at, observation_count, conflict_count, fingerprint, partition_number)"
         " SELECT m.consumer, m.message_id, " + forward_literal + ", m.observation_count,"
-        "        m.conflict_count, m.fingerprint, m.partition_number FROM m");
+        "        m.conflict_count, m.fingerprint, m.partition_number FROM m";
+    Datum consumers = text_array(waiting.consumers);
+    Datum ids = uuid_array(waiting.ids);
+    const uint64 moved = pg_call([&] {
+        Oid types[2] = {TEXTARRAYOID, UUIDARRAYOID};
+        Datum values[2] = {consumers, ids};
+        int rc = SPI_execute_with_args(sql.c_str(), 2, types, values, nullptr, false, 0);
+        if (rc < 0) elog(ERROR, "whizbang: SPI_execute_with_args failed (%d) moving dedup records forward", rc);
+        return SPI_processed;
+    });
     out.moved += static_cast<int64_t>(moved);
-    // Exact: nothing can be added to these generations while their lock is held.
-    out.records += first_int8("SELECT pg_catalog.count(*) FROM whizbang.wh_message_deduplication"
-                              " WHERE first_seen_at OPERATOR(pg_catalog.<) " + cutoff_literal);
+    out.records -= static_cast<int64_t>(moved);
 }
 
 }  // namespace
@@ -153,23 +161,28 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
         if (b.end <= horizon) cutoff = std::max<TimestampTz>(cutoff, b.end);
         if (b.end > horizon) forward = std::min<TimestampTz>(forward, b.start);
     }
-    if (!unless_lock_busy([&] { move_waiting_forward(expired, cutoff, forward, lock_timeout_ms, out); })) {
+    const std::string cutoff_literal = "'" + core::generations::utc_literal(cutoff) + "'::pg_catalog.timestamptz";
+    Waiting waiting;
+    GenerationRetirement found;
+    if (!unless_lock_busy([&] { waiting = find_waiting(expired, cutoff_literal, lock_timeout_ms, found); })) {
         out.busy += 1;
         return;
     }
     // Phase two, a moment: ACCESS EXCLUSIVE on the table (dropping a partition locks its parent
-    // so, heap_drop_with_catalog), the generations made ahead, the expired ones dropped. Taken
-    // while holding only ROW EXCLUSIVE on it, which blocks no store's lock.
+    // so, heap_drop_with_catalog), taken holding only ACCESS SHARE on it, which blocks no store's
+    // lock; the moves, the generations made ahead, the expired ones dropped.
     int created = 0;
     if (!unless_lock_busy([&] {
             lock_dedup_table("ACCESS EXCLUSIVE", lock_timeout_ms);
+            move_forward(waiting, cutoff_literal, forward, found);
             created = create_generations(now, now + period + 1, lock_timeout_ms);
             for (const GenerationBound& g : expired) run_sql("DROP TABLE " + quoted_generation(g.relid));
         })) {
         out.busy += 1;
-        out.records = 0;  // counted for a drop that did not happen
         return;
     }
+    out.records += found.records;
+    out.moved += found.moved;
     out.created += created;
     out.dropped += static_cast<int64_t>(expired.size());
 }

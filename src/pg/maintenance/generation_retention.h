@@ -17,13 +17,14 @@ struct GenerationRetirement {
     int64_t busy = 0;     // generations left for the next run: their lock was not granted in time
 };
 
-// Creates the generations of now and of the next period, then drops every generation that left
-// the window (its end <= now - dedup_retention_days), oldest first, each in a subtransaction:
-// under ACCESS EXCLUSIVE lock on the table (a moment: no row is deleted one by one), the
-// records whose message still waits in the inbox or in its dead letters move to the oldest
-// generation that stays (first_seen_at becomes its start), then the generation is dropped.
-// A lock not granted within lock_timeout_ms leaves the generation to the next run. With SPI
-// connected.
+// Creates the generations of now and of the next period, and drops every generation that left
+// the window (its end <= now - dedup_retention_days), in two subtransactions: beside the
+// stores, the expired generations are locked against new records and the records whose message
+// still waits in the inbox or in its dead letters are found; then, a moment under ACCESS
+// EXCLUSIVE lock on the table (no row is deleted one by one), those records move to the oldest
+// generation that stays (first_seen_at becomes its start), the generations ahead are made and
+// the expired ones dropped. A lock not granted within lock_timeout_ms leaves the work to the
+// next run. With SPI connected.
 void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetirement& out);
 
 }  // namespace whizbang::pg
