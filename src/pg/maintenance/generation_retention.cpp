@@ -44,6 +44,10 @@ std::string relation_name(Oid relid) {
     return name;
 }
 
+std::string timestamptz_literal(TimestampTz t) {
+    return "'" + core::generations::utc_literal(t) + "'::pg_catalog.timestamptz";
+}
+
 std::string quoted_generation(Oid relid) {
     const std::string name = relation_name(relid);
     return "whizbang." + std::string(pg_call([&] { return quote_identifier(name.c_str()); }));
@@ -90,7 +94,7 @@ Waiting find_waiting(const std::vector<GenerationBound>& expired, const std::str
 void move_forward(const Waiting& waiting, const std::string& cutoff_literal, TimestampTz forward,
                   GenerationRetirement& out) {
     if (waiting.ids.empty()) return;
-    const std::string forward_literal = "'" + core::generations::utc_literal(forward) + "'::pg_catalog.timestamptz";
+    const std::string forward_literal = timestamptz_literal(forward);
     const std::string sql =
         "WITH m AS (DELETE FROM whizbang.wh_message_deduplication x"
         "            USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS w(consumer, id)"
@@ -161,7 +165,7 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
         if (b.end <= horizon) cutoff = std::max<TimestampTz>(cutoff, b.end);
         if (b.end > horizon) forward = std::min<TimestampTz>(forward, b.start);
     }
-    const std::string cutoff_literal = "'" + core::generations::utc_literal(cutoff) + "'::pg_catalog.timestamptz";
+    const std::string cutoff_literal = timestamptz_literal(cutoff);
     Waiting waiting;
     GenerationRetirement found;
     if (!unless_lock_busy([&] { waiting = find_waiting(expired, cutoff_literal, lock_timeout_ms, found); })) {

@@ -221,15 +221,9 @@ guard::Sighting probe(GenerationProbe* g, Datum message_id, Datum consumer) {
 // wait is followed by a new look (core/generation_guard.h). The hint is where the batch's last
 // id on record was found: redeliveries tend to come from one period.
 guard::Sighting look(GenerationProbe* gens, int n, int skip, int hint, Datum message_id, Datum consumer, int* at) {
-    if (hint >= 0 && hint != skip) {
-        guard::Sighting seen = probe(&gens[hint], message_id, consumer);
-        if (seen.found != guard::Found::none) {
-            *at = hint;
-            return seen;
-        }
-    }
-    for (int i = n - 1; i >= 0; --i) {
-        if (i == skip || i == hint) continue;
+    for (int step = -1; step < n; ++step) {
+        const int i = step < 0 ? hint : n - 1 - step;
+        if (i < 0 || i == skip || (step >= 0 && i == hint)) continue;
         guard::Sighting seen = probe(&gens[i], message_id, consumer);
         if (seen.found != guard::Found::none) {
             *at = i;
