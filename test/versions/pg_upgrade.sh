@@ -148,7 +148,9 @@ as_server "$old_bin/pg_ctl" -D "$work/old" -w stop >/dev/null
 echo "== pg_upgrade $WB_PG_MAJOR -> $new_major"
 initdb_opts=(-U "$PGUSER" -A trust --no-sync -E UTF8 --locale=C.UTF-8)
 # 18's initdb turns data checksums on by default; pg_upgrade needs them as the old cluster has them.
-"$new_bin/initdb" --help | grep -q -- --no-data-checksums && initdb_opts+=(--no-data-checksums)
+# (The help is read whole first: with pipefail, grep -q closing the pipe early could fail initdb.)
+initdb_help=$("$new_bin/initdb" --help)
+[[ $initdb_help == *--no-data-checksums* ]] && initdb_opts+=(--no-data-checksums)
 as_server "$new_bin/initdb" -D "$work/new" "${initdb_opts[@]}" >"$work/initdb-new.log"
 cluster_conf "$new_port" "$work/new"
 upgrade=(-b "$old_bin" -B "$new_bin" -d "$work/old" -D "$work/new" -p "$old_port" -P "$new_port" -U "$PGUSER" -s "$work")
