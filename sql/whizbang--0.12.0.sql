@@ -2204,7 +2204,7 @@ BEGIN
         RETURN;
     END IF;
     -- Stores wait for this transaction: the rename and the attach take a moment, the attach's
-    -- check of the records' first_seen_at reads the table once (docs/upgrading.md has figures).
+    -- check of the records' first_seen_at reads the table once (docs/performance.md, "Retention by generations", has figures).
     LOCK TABLE whizbang.wh_message_deduplication IN ACCESS EXCLUSIVE MODE;
     SELECT pg_catalog.max(first_seen_at) INTO newest FROM whizbang.wh_message_deduplication;
     ALTER TABLE whizbang.wh_message_deduplication RENAME TO wh_message_deduplication_legacy;
@@ -2231,6 +2231,12 @@ BEGIN
                                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
                                   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
+    -- A GRANT run by an extension script is recorded as the extension's initial privilege
+    -- (pg_init_privs), and pg_dump dumps only the grants that differ from those: left so, the
+    -- applications' grants would vanish from their dumps. A fresh install records none.
+    DELETE FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) 'whizbang.wh_message_deduplication'::pg_catalog.regclass
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
 
     IF newest IS NULL THEN
         DROP TABLE whizbang.wh_message_deduplication_legacy;

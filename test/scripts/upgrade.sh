@@ -130,6 +130,14 @@ RESET ROLE;
 SQL
     psql -At -d upgraded -c "SELECT proacl FROM pg_proc WHERE oid = 'whizbang.claim_work'::regproc" >"$WORK/acl_before"
   fi
+  if [ "$next" = "0.12.0" ]; then
+    # 0.12.0 re-creates wh_message_deduplication as a partitioned table: the applications'
+    # grants on the old one must reach it, and stay theirs (dumped; pg_init_privs compared below).
+    psql -d upgraded <<'SQL'
+GRANT SELECT, INSERT, UPDATE ON whizbang.wh_message_deduplication TO wb_up_worker;
+GRANT SELECT ON whizbang.wh_message_deduplication TO wb_up_relay WITH GRANT OPTION;
+SQL
+  fi
   echo "update $current -> $next"
   psql -d upgraded -c "ALTER EXTENSION whizbang UPDATE TO '$next'"
   current=$next
@@ -157,6 +165,16 @@ psql -d upgraded -c "SET ROLE wb_up_relay" -c "GRANT EXECUTE ON FUNCTION whizban
 dumped=$(pg_dump --schema-only -d upgraded | grep -c '^GRANT ALL ON FUNCTION whizbang\.claim_work(.*p_wait interval) TO wb_up_')
 [ "$dumped" = 4 ] || { echo "pg_dump dumps $dumped of the 4 grants on claim_work"; exit 1; }
 echo "ok: claim_work's grants survive the update to 0.7.0 ($acl_after) and are dumped"
+
+# The grants on the dedup records arrived (0.12.0 re-created the table) and are dumped.
+dedup_acl=$(psql -At -d upgraded -c "SELECT array_to_string(array(SELECT a.grantee::regrole || ' ' || a.privilege_type
+    || CASE WHEN a.is_grantable THEN '*' ELSE '' END FROM pg_class c, aclexplode(c.relacl) a
+    WHERE c.oid = 'whizbang.wh_message_deduplication'::regclass AND a.grantee <> c.relowner ORDER BY 1), ', ')")
+[ "$dedup_acl" = "wb_up_relay SELECT*, wb_up_worker INSERT, wb_up_worker SELECT, wb_up_worker UPDATE" ] ||
+  { echo "the grants on wh_message_deduplication after the update to 0.12.0: $dedup_acl"; exit 1; }
+dumped=$(pg_dump --schema-only -d upgraded | grep -c '^GRANT .* ON TABLE whizbang\.wh_message_deduplication TO wb_up_' || true)
+[ "$dumped" = 2 ] || { echo "pg_dump dumps $dumped of the 2 grants on wh_message_deduplication"; exit 1; }
+echo "ok: the grants on wh_message_deduplication survive the update to 0.12.0 ($dedup_acl) and are dumped"
 
 objects fresh >"$WORK/fresh.txt"
 objects upgraded >"$WORK/upgraded.txt"
