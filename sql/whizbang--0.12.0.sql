@@ -2181,17 +2181,31 @@ $$;
 -- 0.11.0 -> 0.12.0
 -- ---------------------------------------------------------------------------------------
 
-INSERT INTO whizbang.wh_setting_defaults
-    (setting_key, default_value, value_type, min_value, max_value, allowed_values, description)
-VALUES
-    ('dedup_generations', '30', 'integer', 1, 1000, NULL,
-     'Dedup generations the retention window is cut into: a generation lasts dedup_retention_days '
-     '* 24 / dedup_generations hours, rounded up (a day by default)');
-
--- Seeded as CREATE EXTENSION seeds every setting.
-INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
-SELECT setting_key, default_value, value_type, description FROM whizbang.wh_setting_defaults
- WHERE setting_key OPERATOR(pg_catalog.=) 'dedup_generations';
+-- On a distributed install the settings are reference tables: the coordinator's update writes
+-- the new setting to every node's placement, and Citus runs this script again on each worker,
+-- inside the coordinator's command, where a write to a reference table would be a distributed
+-- query from a shard (refused). So a worker of a distributed install leaves the rows to the
+-- coordinator.
+DO $settings$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus')
+       AND NOT pg_catalog.citus_is_coordinator()
+       AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_setting_defaults'::pg_catalog.regclass) THEN
+        RETURN;
+    END IF;
+    INSERT INTO whizbang.wh_setting_defaults
+        (setting_key, default_value, value_type, min_value, max_value, allowed_values, description)
+    VALUES
+        ('dedup_generations', '30', 'integer', 1, 1000, NULL,
+         'Dedup generations the retention window is cut into: a generation lasts dedup_retention_days '
+         '* 24 / dedup_generations hours, rounded up (a day by default)');
+    -- Seeded as CREATE EXTENSION seeds every setting.
+    INSERT INTO whizbang.wh_settings (setting_key, setting_value, value_type, description)
+    SELECT setting_key, default_value, value_type, description FROM whizbang.wh_setting_defaults
+     WHERE setting_key OPERATOR(pg_catalog.=) 'dedup_generations';
+END
+$settings$;
 
 DO $convert$
 DECLARE

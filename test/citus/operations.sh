@@ -19,6 +19,7 @@ batch() {  # tag n: n inbox messages with ids derived from tag
   echo "(SELECT jsonb_agg(jsonb_build_object('MessageId', md5('$1' || g)::uuid, 'HandlerName', 'h', 'MessageType', 't',
            'Envelope', '{}'::jsonb) ORDER BY g) FROM generate_series(1, $2) g)"
 }
+current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" whizbang.control)
 q "CREATE EXTENSION whizbang VERSION '0.10.0'" >/dev/null
 q "SELECT whizbang.distribute(8)" >/dev/null 2>&1
 q "CREATE ROLE app_old LOGIN" >/dev/null
@@ -31,15 +32,18 @@ check "0.10.0: a claim without partitions takes 10" \
   "SELECT count(*) = 10 FROM whizbang.claim_work('00000000-0000-4000-8000-0000000000e1', 'inbox', 10, 300, NULL, 64, 100, now(), 'ops')"
 
 q "ALTER EXTENSION whizbang UPDATE" >/dev/null
-check "the update reached the coordinator" "SELECT extversion = '0.11.0' FROM pg_extension WHERE extname = 'whizbang'"
+check "the update reached the coordinator ($current)" "SELECT extversion = '$current' FROM pg_extension WHERE extname = 'whizbang'"
 check "the update reached every node" \
-  "SELECT bool_and(result = '0.11.0') AND count(*) = 2
+  "SELECT bool_and(result = '$current') AND count(*) = 2
      FROM run_command_on_workers(\$\$SELECT extversion FROM pg_extension WHERE extname = 'whizbang'\$\$)"
 check "every node has the new _on_shard (6 arguments)" \
   "SELECT bool_and(result = '6') FROM run_command_on_workers(\$\$SELECT pronargs FROM pg_proc WHERE proname = '_on_shard'\$\$)"
 check "0.10.0's routing grants are taken back" \
   "SELECT NOT has_table_privilege('app_old', 'whizbang.wh_partitions', 'DELETE')
       AND NOT EXISTS (SELECT 1 FROM pg_proc WHERE proname = '_on_shard' AND has_function_privilege('app_old', oid, 'EXECUTE'))"
+check "the update's new setting (dedup_generations) reached every node's placement, once" \
+  "SELECT bool_and(result = '30 1') AND count(*) = 2
+     FROM run_command_on_workers(\$\$SELECT max(value) || ' ' || count(*) FROM whizbang.settings WHERE setting_key = 'dedup_generations'\$\$)"
 check "check(): every item ok after the update" "SELECT bool_and(ok) FROM whizbang.check()"
 check "after the update: the 30 messages are on record" \
   "SELECT count(*) = 30 FROM whizbang.inbox_receive($(batch a 30), 'ops', now(), 64) WHERE outcome = 'duplicate'"
@@ -56,7 +60,7 @@ trap 'citus_node_ctl "$W3" stop -m fast 2>/dev/null || true; citus_stop' EXIT
 cq "$W3" "CREATE EXTENSION citus"
 q "SELECT citus_add_node('localhost', $W3)" >/dev/null
 check "a new node gets whizbang from Citus" \
-  "SELECT result = '0.11.0' FROM run_command_on_workers(\$\$SELECT extversion FROM pg_extension WHERE extname = 'whizbang'\$\$)
+  "SELECT result = '$current' FROM run_command_on_workers(\$\$SELECT extversion FROM pg_extension WHERE extname = 'whizbang'\$\$)
     WHERE nodeport = $W3"
 q "SELECT citus_rebalance_start()" >/dev/null 2>&1
 q "SELECT citus_rebalance_wait()" >/dev/null
