@@ -15,11 +15,13 @@
 -- coordinator.
 DO $settings$
 BEGIN
-    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus')
-       AND NOT pg_catalog.citus_is_coordinator()
-       AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
-                    WHERE p.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_setting_defaults'::pg_catalog.regclass) THEN
-        RETURN;
+    -- Nested: the inner test names Citus objects, parsed only where Citus is installed.
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+        IF NOT pg_catalog.citus_is_coordinator()
+           AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p
+                        WHERE p.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_setting_defaults'::pg_catalog.regclass) THEN
+            RETURN;
+        END IF;
     END IF;
     INSERT INTO whizbang.wh_setting_defaults
         (setting_key, default_value, value_type, min_value, max_value, allowed_values, description)
