@@ -120,4 +120,12 @@ Datum spi_value(uint64 row, int col, bool* isnull) {
     return pg_call([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
 }
 
+uint64 run_sql(const std::string& sql) {
+    return pg_call([&] {
+        int rc = SPI_execute(sql.c_str(), false, 0);
+        if (rc < 0) elog(ERROR, "whizbang: SPI_execute failed (%d): %s", rc, sql.c_str());
+        return SPI_processed;
+    });
+}
+
 }  // namespace whizbang::pg

@@ -73,4 +73,8 @@ void spi_close(Portal portal);
 // Column `col` (1-based) of row `row` of the last result; nullptr-safe NULL check via *isnull.
 Datum spi_value(uint64 row, int col, bool* isnull);
 
+// Runs one statement built at run time (DDL, LOCK, maintenance's statements), no parameters;
+// returns SPI_processed. Its SQL must be fully qualified as every other statement here.
+uint64 run_sql(const std::string& sql);
+
 }  // namespace whizbang::pg

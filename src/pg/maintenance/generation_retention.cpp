@@ -10,6 +10,7 @@
 #include "pg/boundary/owner.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
+#include "pg/boundary/statement_settings.h"
 #include "pg/boundary/subtransaction.h"
 #include "pg/store/generations.h"
 
@@ -23,33 +24,11 @@ bool unless_lock_busy(F&& f) {
     return in_subtransaction(std::forward<F>(f), [](int code) { return code == ERRCODE_LOCK_NOT_AVAILABLE; });
 }
 
-uint64 run_sql(const std::string& sql) {
-    return pg_call([&] {
-        int rc = SPI_execute(sql.c_str(), false, 0);
-        if (rc < 0) elog(ERROR, "whizbang: SPI_execute failed (%d): %s", rc, sql.c_str());
-        return SPI_processed;
-    });
-}
-
 int64_t first_int8(const std::string& sql) {
     run_sql(sql);
     bool isnull = false;
     Datum d = spi_value(0, 1, &isnull);
     return isnull ? 0 : DatumGetInt64(d);
-}
-
-// Runs f with settings local to it (a SET LOCAL would outlive the subtransaction maintenance
-// runs f in, into the caller's transaction; an error in f is undone with the subtransaction).
-template <typename F>
-void with_settings(std::initializer_list<std::pair<const char*, const char*>> settings, F&& f) {
-    const int nest_level = pg_call([&] {
-        int level = NewGUCNestLevel();
-        for (const auto& s : settings)
-            (void)set_config_option(s.first, s.second, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
-        return level;
-    });
-    f();
-    pg_call([&] { AtEOXact_GUC(true, nest_level); });
 }
 
 std::string relation_name(Oid relid) {

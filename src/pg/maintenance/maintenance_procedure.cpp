@@ -13,10 +13,12 @@
 // duration of its batch, as a SET clause would (DESIGN §4).
 #include <algorithm>
 #include <vector>
+#include <utility>
 
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
 #include "pg/boundary/spi.h"
+#include "pg/boundary/statement_settings.h"
 #include "pg/citus/citus_route.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/maintenance/maintenance.h"
@@ -44,15 +46,7 @@ bool may_commit(FunctionCallInfo fcinfo) {
 // abort restores it.
 template <typename F>
 auto in_safe_path(F&& f) {
-    const int level = pg_call([] {
-        const int nest_level = NewGUCNestLevel();
-        (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
-                                true, 0, false);
-        return nest_level;
-    });
-    auto result = f();
-    pg_call([level] { AtEOXact_GUC(true, level); });
-    return result;
+    return with_settings({{"search_path", "pg_catalog, pg_temp"}}, std::forward<F>(f));
 }
 
 bool batches_in_safe_path(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {

@@ -5,6 +5,7 @@
 #include "pg/boundary/owner.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
+#include "pg/boundary/statement_settings.h"
 #include "pg/citus/shard_scope.h"
 
 namespace whizbang::pg {
@@ -15,13 +16,6 @@ namespace gen = core::generations;
 int64 bound_value(PartitionRangeDatumKind kind, Datum value) {
     if (kind == PARTITION_RANGE_DATUM_VALUE) return DatumGetTimestampTz(value);
     return kind == PARTITION_RANGE_DATUM_MINVALUE ? INT64_MIN : INT64_MAX;
-}
-
-void run_sql(const std::string& sql) {
-    pg_call([&] {
-        int rc = SPI_execute(sql.c_str(), false, 0);
-        if (rc < 0) elog(ERROR, "whizbang: SPI_execute failed (%d): %s", rc, sql.c_str());
-    });
 }
 
 // A bound of the timestamptz range: periods at its ends reach past what timestamptz can hold.
@@ -87,18 +81,14 @@ std::vector<GenerationBound> list_generations() {
 }
 
 void lock_table(const std::string& qualified_name, const char* mode, int lock_timeout_ms) {
-    int nest_level = 0;
-    // lock_timeout for this statement only: a SET LOCAL would outlive the subtransaction
-    // maintenance runs this in, into the caller's transaction.
-    if (lock_timeout_ms > 0)
-        pg_call([&] {
-            nest_level = NewGUCNestLevel();
-            std::string value = std::to_string(lock_timeout_ms);
-            (void)set_config_option("lock_timeout", value.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-                                    false);
-        });
-    run_sql("LOCK TABLE " + qualified_name + " IN " + mode + " MODE");
-    if (lock_timeout_ms > 0) pg_call([&] { AtEOXact_GUC(true, nest_level); });
+    const std::string sql = "LOCK TABLE " + qualified_name + " IN " + mode + " MODE";
+    if (lock_timeout_ms <= 0) {
+        run_sql(sql);
+        return;
+    }
+    // lock_timeout for this statement only.
+    const std::string value = std::to_string(lock_timeout_ms);
+    with_settings({{"lock_timeout", value.c_str()}}, [&] { run_sql(sql); });
 }
 
 void lock_dedup_table(const char* mode, int lock_timeout_ms) {
