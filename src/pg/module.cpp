@@ -15,6 +15,7 @@
 #include "pg/maintenance/maintenance.h"
 
 extern "C" {
+#include "tcop/utility.h"
 PG_MODULE_MAGIC;
 void _PG_init(void);
 }
@@ -39,6 +40,32 @@ void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
     waiters_at_subxact(event);
 }
 
+// COMMIT PREPARED and ROLLBACK PREPARED end a transaction that no backend's callbacks see end:
+// the lease slots it owned are settled at once (else each would keep its place in a full
+// table until somebody touched its key), and waiting claims look again (it may have stored work,
+// ended a lease, or brought one back that lapses sooner than they sleep).
+ProcessUtility_hook_type prev_utility = nullptr;
+
+void on_utility(PlannedStmt* pstmt, const char* query, bool read_only_tree, ProcessUtilityContext context,
+                ParamListInfo params, QueryEnvironment* env, DestReceiver* dest, QueryCompletion* qc) {
+    const Node* stmt = pstmt->utilityStmt;
+    const bool ends_prepared = stmt && IsA(stmt, TransactionStmt) &&
+                               (castNode(TransactionStmt, stmt)->kind == TRANS_STMT_COMMIT_PREPARED ||
+                                castNode(TransactionStmt, stmt)->kind == TRANS_STMT_ROLLBACK_PREPARED);
+    if (prev_utility)
+        prev_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+    if (!ends_prepared) return;
+    // The prepared transaction has ended: nothing here may fail the statement that ended it.
+    try {
+        shm::settle_prepared();
+        wake_waiters_to_look();
+    } catch (...) {
+        // Left to the next take that finds the table full, and to maintenance.
+    }
+}
+
 }  // namespace
 
 void _PG_init(void) {
@@ -55,6 +82,8 @@ void _PG_init(void) {
     work_wait_preload_init();
     lease_store_preload_init();
     claim_memory_preload_init();
+    prev_utility = ProcessUtility_hook;
+    ProcessUtility_hook = on_utility;
     MarkGUCPrefixReserved("whizbang");
     maintenance_register_workers();
 }

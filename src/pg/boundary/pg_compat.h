@@ -6,6 +6,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/transam.h"
 #include "executor/executor.h"
 #include "storage/proc.h"
 #if PG_VERSION_NUM >= 160000
@@ -26,6 +27,16 @@ inline int my_proc_number() {
     return MyProcNumber;
 #else
     return MyProc->pgprocno;
+#endif
+}
+
+// The oldest xid whose status the commit log still holds (VACUUM truncates it below that);
+// read under XactTruncationLock. 17 renamed ShmemVariableCache to TransamVariables.
+inline TransactionId oldest_clog_xid() {
+#if PG_VERSION_NUM >= 170000
+    return TransamVariables->oldestClogXid;
+#else
+    return ShmemVariableCache->oldestClogXid;
 #endif
 }
 

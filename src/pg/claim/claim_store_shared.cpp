@@ -70,7 +70,7 @@ CachedPlan hand_out_plans[2] = {
         std::string("SELECT 'inbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number, i.handler_name,"
                     "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope,"
                     "       w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, w.consumer::pg_catalog.text,"
-                    "       w.stream_seq, u.ord") +
+                    "       w.stream_seq, u.ord, w.ctid") +
             kPicks +
             "  JOIN whizbang.wh_inbox i"
             "    ON i.message_id OPERATOR(pg_catalog.=) w.message_id AND i.consumer OPERATOR(pg_catalog.=) w.consumer" +
@@ -80,11 +80,12 @@ CachedPlan hand_out_plans[2] = {
         outbox_twin(std::string("SELECT 'outbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number,"
                                 "       NULL::pg_catalog.text, o.destination, o.message_type, o.event_data, o.metadata,"
                                 "       o.scope, w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, NULL::pg_catalog.text,"
-                                "       w.stream_seq, u.ord") +
+                                "       w.stream_seq, u.ord, w.ctid") +
                     kPicks + "  JOIN whizbang.wh_outbox o ON o.message_id OPERATOR(pg_catalog.=) w.message_id" +
                     kStillClaimable),
         {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID})};
-constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeqColumn = 15, kOrdColumn = 16;
+constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeqColumn = 15, kOrdColumn = 16,
+              kCtidColumn = 17;
 
 // One claim_work call's work on one source, with leases in shared memory.
 class SharedStore : public ClaimStore {
@@ -340,10 +341,20 @@ private:
         uint64 rows = hand_out_plans[static_cast<int>(c_.source)].execute_latest(
             {uuid_array(ids), text_array(consumers), int8_array(tokens), timestamptz_array(expiries),
              bool_array(head_flags), TimestampTzGetDatum(c_.now)});
+        std::vector<ItemPointerData> tids(rows);
         pg_call([&] {
             TupleDesc desc = SPI_tuptable->tupdesc;
             read_desc_ = desc;
             for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false;
+                tids[r] = *reinterpret_cast<ItemPointer>(DatumGetPointer(SPI_getbinval(SPI_tuptable->vals[r], desc, kCtidColumn, &isnull)));
+            }
+        });
+        const std::vector<char> changing = rows_changing_elsewhere(c_.source, tids);
+        pg_call([&] {
+            TupleDesc desc = SPI_tuptable->tupdesc;
+            for (uint64 r = 0; r < rows; ++r) {
+                if (changing[r]) continue;  // being deleted or updated elsewhere: as read_picks
                 HeapTuple t = SPI_tuptable->vals[r];  // SPI's tuple table lives until SPI_finish
                 bool isnull = false;
                 PickRead& pr = read[static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1];

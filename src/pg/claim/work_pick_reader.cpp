@@ -118,6 +118,26 @@ void close_index_read(Relation heap, Relation index, Snapshot snapshot, TupleTab
 
 }  // namespace
 
+std::vector<char> rows_changing_elsewhere(Source source, const std::vector<ItemPointerData>& tids) {
+    std::vector<char> changing(tids.size(), 0);
+    const char* work_name = kNames[static_cast<int>(source)].work;
+    pg_call([&] {
+        const Oid work_id = whizbang_relid_unguarded(work_name);
+        if (!OidIsValid(work_id)) return;
+        Relation work = table_open(work_id, AccessShareLock);
+        TupleTableSlot* row = table_slot_create(work, nullptr);
+        for (std::size_t i = 0; i < tids.size(); ++i) {
+            ItemPointerData tid = tids[i];
+            // The version the statement read: its deleter, if any, is in its header.
+            if (table_tuple_fetch_row_version(work, &tid, SnapshotAny, row)) changing[i] = changing_elsewhere(row);
+            ExecClearTuple(row);
+        }
+        ExecDropSingleTupleTableSlot(row);
+        table_close(work, NoLock);
+    });
+    return changing;
+}
+
 std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
                                                 TimestampTz now, int64_t max_attempts) {
     std::vector<PickRead> out(picks.size());

@@ -30,6 +30,12 @@ struct PickRead {
 std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
                                                 TimestampTz now, int64_t max_attempts);
 
+// The re-read's check for the SQL path (row security): whether another transaction is deleting
+// or updating each row version (by its ctid in the work table of `source`) right now — the
+// predicate read_picks applies, so both re-reads pass over the same rows (a completion held in
+// PREPARE TRANSACTION across a restart, whose lease is gone, among them).
+std::vector<char> rows_changing_elsewhere(Source source, const std::vector<ItemPointerData>& tids);
+
 // Due rows without a stream, oldest due first, read through the due index (no statement): the
 // claim's candidates. Rows whose lease is live right now are passed over at the cost of a hash
 // probe, so a claim behind many leased rows does not pay for reading them out.

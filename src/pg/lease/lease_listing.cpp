@@ -156,7 +156,8 @@ WB_ROUTED_FUNCTION(wb_lease_row_deleted, local) {
     Datum consumer = pg_call([&] { return heap_getattr(data->tg_trigtuple, consumer_col, desc, &consumer_null); });
     if (!id_null && !consumer_null) {
         bool mismatch = false;
-        (void)shm::end({source, uuid_from_datum(id), text_from_datum(consumer)}, std::nullopt, &mismatch);
+        // AFTER DELETE: the row is deleted by this transaction already (no mark needed).
+        (void)shm::end({source, uuid_from_datum(id), text_from_datum(consumer)}, std::nullopt, &mismatch, true);
     }
     return PointerGetDatum(nullptr);
 }

@@ -5,8 +5,9 @@
 // Every operation holds one partition lock (take_over and the listing hold several, in
 // partition order) for a few field reads and writes: nothing inside a lock allocates or waits
 // (the journal's record is made ready before), so a lock is never held across a C++ error.
-// A slot whose owner is a prepared transaction is settled from the commit log by whoever
-// touches it next, which may look the xid up in the commit log under the lock.
+// A slot whose owner is a prepared transaction is settled from the commit log when that
+// transaction ends (COMMIT PREPARED / ROLLBACK PREPARED: settle_prepared()), and by whoever
+// touches it first, which may look the xid up in the commit log under the lock.
 #include <algorithm>
 #include <cstring>
 
@@ -79,6 +80,7 @@ struct Control {
     pg_atomic_uint64 changes;  // bumped whenever a slot may have changed: earliest_expiry's cache
     pg_atomic_uint64 last_token;
     pg_atomic_uint64 short_claims;
+    pg_atomic_uint32 prepared;  // slots owned by a prepared transaction: settle_prepared() has work
     int64 token_mark;  // the mark in kTokenFile; under the extra lock
     slock_t cursor_lock;
     uint64 cursor_clock;  // under cursor_lock
@@ -125,6 +127,7 @@ void startup_shmem() {
         memset(control->cursors, 0, sizeof(control->cursors));
         pg_atomic_init_u64(&control->last_token, static_cast<uint64>(start));
         pg_atomic_init_u64(&control->short_claims, 0);
+        pg_atomic_init_u32(&control->prepared, 0);
         control->token_mark = start;
     }
     HASHCTL info;
@@ -152,9 +155,18 @@ uint32 serial = 1;
 lm::Owner me() { return lm::Owner{MyProcPid, serial, 0, false}; }
 
 // What became of a prepared transaction: as heapam asks, in progress first, then the commit log.
+// Slots are settled when their prepared transaction ends, long before VACUUM can truncate the
+// commit log past its xid; should one be missed (a backend that died between the two), its xid
+// is never looked up in a segment that is gone ("could not access status of transaction"): an
+// xid older than the commit log ended long ago and counts as committed — its lease, if it took
+// one, lapsed long since, and the row of an end it made is gone or free either way.
 lm::Fate xid_fate(uint32 xid) {
     if (TransactionIdIsInProgress(xid)) return lm::Fate::in_progress;
-    return TransactionIdDidCommit(xid) ? lm::Fate::committed : lm::Fate::aborted;
+    LWLockAcquire(XactTruncationLock, LW_SHARED);
+    const bool known = !TransactionIdPrecedes(xid, compat::oldest_clog_xid());
+    const bool committed = !known || TransactionIdDidCommit(xid);
+    LWLockRelease(XactTruncationLock);
+    return committed ? lm::Fate::committed : lm::Fate::aborted;
 }
 const lm::FateOf fate = xid_fate;
 
@@ -194,6 +206,15 @@ void remove(const SharedKey& key, uint32 hash) { hash_search_with_hash_value(tab
 // which wakes a waiter for a look that finds nothing, never late.)
 void touched() { pg_atomic_fetch_add_u64(&control->changes, 1); }
 
+// Settles a slot whose prepared owner has ended (under its partition lock): true when it did.
+// A lease may be back (ROLLBACK PREPARED of an end): earliest_expiry's cached answer goes.
+bool settle_slot(lm::Slot& s) {
+    if (!lm::settle(s, fate)) return false;
+    pg_atomic_fetch_sub_u32(&control->prepared, 1);
+    touched();
+    return true;
+}
+
 // One slot under its partition lock (held by the caller), settled first. A row without an entry
 // gets a scratch slot; keep() stores what the transition left in it.
 struct Locked {
@@ -202,8 +223,10 @@ struct Locked {
     SharedEntry* entry;
     lm::Slot scratch;
 
+    bool settled = false;  // a prepared owner's end was settled here
+
     Locked(const SharedKey& k, uint32 h) : key(k), hash(h), entry(find(k, h)) {
-        if (entry && lm::settle(entry->slot, fate)) touched();  // a prepared transaction's fate
+        if (entry) settled = settle_slot(entry->slot);  // a prepared transaction's fate
     }
     lm::Slot& slot() { return entry ? entry->slot : scratch; }
     // False when a new entry was needed and the table is full: nothing was stored, and the
@@ -266,7 +289,11 @@ void on_xact(XactEvent event) {
             // The changes now belong to the prepared transaction: whoever runs COMMIT PREPARED
             // or ROLLBACK PREPARED, whenever, the next look at a slot settles it by the xid.
             const uint32 xid = GetTopTransactionIdIfAny();
-            settle_journal([xid](lm::Slot& s) { TransactionIdIsValid(xid) ? lm::prepare(s, xid) : lm::abort(s); });
+            settle_journal([xid](lm::Slot& s) {
+                if (!TransactionIdIsValid(xid)) return lm::abort(s);
+                lm::prepare(s, xid);
+                pg_atomic_fetch_add_u32(&control->prepared, 1);
+            });
             // A prepared DROP takes effect at COMMIT PREPARED, in another session: its leases are
             // left to lapse (the database's are no use to anybody).
             dropped_count = 0;
@@ -373,8 +400,10 @@ void free_dropped_databases() {
     HASH_SEQ_STATUS scan;
     hash_seq_init(&scan, table);
     while (SharedEntry* e = static_cast<SharedEntry*>(hash_seq_search(&scan)))
-        if (std::find(static_cast<const Oid*>(dropped_databases), dropped_end, e->key.database) != dropped_end)
+        if (std::find(static_cast<const Oid*>(dropped_databases), dropped_end, e->key.database) != dropped_end) {
+            if (e->slot.owned && e->slot.owner.prepared) pg_atomic_fetch_sub_u32(&control->prepared, 1);
             remove(e->key, get_hash_value(table, &e->key));  // dynahash allows removing the entry just returned
+        }
     dropped_count = 0;
 }
 
@@ -468,7 +497,7 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
     const int level = GetCurrentTransactionNestLevel();
     journal.ready();
     const lm::Lease l = static_cast<const lm::Lease&>(fresh);
-    return with_slot(key, hash, [&](Locked& at) {
+    auto attempt = [&](Locked& at) {
         lm::Lease lapsed;
         lm::State before;
         const bool first = !at.slot().owned;
@@ -485,7 +514,12 @@ Take take(const LeaseKey& k, const Lease& fresh, TimestampTz now, Lease* old) {
         journal.noted(key, hash, level, before, first);
         touched();
         return Take::taken;
-    });
+    };
+    const Take took = with_slot(key, hash, attempt);
+    // Slots of prepared transactions that have ended may fill the table (one that ended without
+    // settling them, in a backend that died): settled, they make room.
+    if (took == Take::full && settle_prepared() > 0) return with_slot(key, hash, attempt);
+    return took;
 }
 
 bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, TimestampTz now, const std::vector<LeaseKey>& run,
@@ -517,7 +551,7 @@ bool take_over(const LeaseKey& k, int64_t old_token, const Lease& fresh, Timesta
         for (std::size_t i = 0; i < keys.size(); ++i) {
             SharedEntry* e = find(keys[i], hashes[i]);
             if (!e) continue;
-            lm::settle(e->slot, fate);
+            settle_slot(e->slot);
             bool carries = false;
             if (!lm::may_void(e->slot, owner, old_token, &carries)) return false;
             in_run[i] = carries;
@@ -593,26 +627,43 @@ std::optional<Lease> get(const LeaseKey& k) {
     });
 }
 
-std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* mismatch) {
+std::optional<Lease> end(const LeaseKey& k, std::optional<int64_t> token, bool* mismatch, bool written) {
     require_active();
     const SharedKey key = shared_key(k);
     const uint32 hash = key_hash(key);
     const int level = GetCurrentTransactionNestLevel();
     journal.ready();
     *mismatch = false;
-    return with_slot(key, hash, [&](Locked& at) {
+    bool unrecorded = false;
+    auto attempt = [&](Locked& at) {
         std::optional<Lease> out;
         lm::State was, before;
         const bool first = !at.slot().owned;
         const lm::Ended ended = lm::end(at.slot(), me(), token ? &*token : nullptr, &was, &before);
         if (ended == lm::Ended::mismatch) *mismatch = true;
-        // A row without a lease in a full table cannot be marked: its end goes unmarked.
-        if (ended == lm::Ended::ended && at.keep()) {
-            journal.noted(key, hash, level, before, first);
-            if (was.present) out = lease_of(was.lease);
+        if (ended != lm::Ended::ended) return out;
+        // A row without a lease needs an entry for its mark (no claim takes it until this
+        // transaction ends); in a full table there is none to be had.
+        if (!at.keep()) {
+            unrecorded = true;
+            return out;
         }
+        unrecorded = false;
+        journal.noted(key, hash, level, before, first);
+        if (was.present) out = lease_of(was.lease);
         return out;
-    });
+    };
+    std::optional<Lease> out = with_slot(key, hash, attempt);
+    if (unrecorded && settle_prepared() > 0) out = with_slot(key, hash, attempt);
+    if (unrecorded && !written)
+        throw SqlError(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED,
+                       "whizbang: the shared-memory lease store is full: the end of message " + core::to_string(k.id) +
+                           " (a row nobody holds) cannot be recorded",
+                       "whizbang.max_leases = " + std::to_string(max_leases) +
+                           " leases are held; a claim would hand out this row while this transaction ends it.",
+                       "Complete or release held leases first, end claimed rows with their lease tokens, or raise "
+                       "whizbang.max_leases (a restart).");
+    return out;
 }
 
 bool renew(const LeaseKey& k, int64_t token, TimestampTz expiry) {
@@ -807,10 +858,24 @@ void set_shared_cursor(Source source, const StreamCursor& cursor) {
     SpinLockRelease(&control->cursor_lock);
 }
 
+int settle_prepared() {
+    if (!active || pg_atomic_read_u32(&control->prepared) == 0) return 0;
+    // The keys first (under every partition lock, shared), then each slot under its own lock,
+    // settled there by Locked if its prepared owner has ended.
+    const std::vector<SharedKey> keys = collect<SharedKey>([](const SharedEntry& e, std::vector<SharedKey>& out) {
+        if (e.slot.owned && e.slot.owner.prepared) out.push_back(e.key);
+    });
+    int settled = 0;
+    for (const SharedKey& key : keys)
+        settled += with_slot(key, key_hash(key), [](Locked& at) { return at.settled ? 1 : 0; });
+    return settled;
+}
+
 Usage usage() {
     Usage u;
     if (!active) return u;
     u.max_leases = max_leases;
+    u.prepared = pg_atomic_read_u32(&control->prepared);
     u.in_use = pg_call([] { return static_cast<int64_t>(hash_get_num_entries(table)); });
     u.short_claims = static_cast<int64_t>(pg_atomic_read_u64(&control->short_claims));
     return u;

@@ -91,8 +91,14 @@ std::optional<Lease> get(const LeaseKey& key);
 // kNoLease: when the row has no lease (a mark is left so that no claim takes the row until this
 // transaction ends); nullopt: whatever it holds. Returns the lease as it was, or nullopt when
 // there is none; *mismatch when the row's lease is not the one expected.
+//
+// A row without a lease needs an entry for its mark. When the table is full (after a sweep of
+// ended prepared slots) the end is refused (53400: nothing is written) — unless `written`: this
+// transaction has already deleted or updated the row, whose in-progress xmax keeps every claim's
+// re-read off it until this transaction ends (read_picks, rows_changing_elsewhere), so the mark
+// may be left out.
 constexpr int64_t kNoLease = 0;
-std::optional<Lease> end(const LeaseKey& key, std::optional<int64_t> token, bool* mismatch);
+std::optional<Lease> end(const LeaseKey& key, std::optional<int64_t> token, bool* mismatch, bool written = false);
 
 // Renews a lease that carries `token` and is not ending; false when it does not.
 bool renew(const LeaseKey& key, int64_t token, TimestampTz expiry);
@@ -132,9 +138,15 @@ void end_all(Source source);
 bool shared_cursor(Source source, StreamCursor& cursor);
 void set_shared_cursor(Source source, const StreamCursor& cursor);
 
-// Capacity and use, for stats().
+// Settles every slot whose prepared transaction has ended (COMMIT PREPARED or ROLLBACK
+// PREPARED ran): its entry goes, or its lease is back. Returns how many were settled. Called
+// when a prepared transaction ends, by a take or an end that finds the table full, and by
+// maintenance; cheap when no slot belongs to a prepared transaction.
+int settle_prepared();
+
+// Capacity and use, for stats(). `prepared`: slots held by prepared transactions.
 struct Usage {
-    int64_t max_leases = 0, in_use = 0, short_claims = 0;
+    int64_t max_leases = 0, in_use = 0, short_claims = 0, prepared = 0;
 };
 Usage usage();
 void count_short_claim();

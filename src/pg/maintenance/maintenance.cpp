@@ -408,6 +408,9 @@ void report_generations(const TaskRun& run, int level) {
 }
 
 bool run_batches(TaskRun (&runs)[kTaskCount], TimestampTz now, int batch_size) {
+    // Lease slots of prepared transactions that ended unseen (their end settles them) go now,
+    // long before VACUUM can truncate the commit log past their xids.
+    shm::settle_prepared();
     bool more = false;
     SpiConnection spi;
     for (Task task : kRunOrder) {

@@ -150,6 +150,8 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
                                                      {"lease_store_capacity", u.max_leases},
                                                      {"lease_store_entries", u.in_use},
                                                      {"lease_store_full_claims", u.short_claims},
+                                                     // held by prepared transactions not yet ended
+                                                     {"lease_store_prepared", u.prepared},
                                                      // claim_work's p_wait (issue 12): claims sleeping now,
                                                      // and waiters woken by commits since the server started.
                                                      {"claim_waiting", w.waiting},

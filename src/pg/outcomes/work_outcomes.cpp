@@ -489,7 +489,8 @@ CachedPlan mark_published_plan(
     "UPDATE whizbang.wh_outbox_work w SET processed_at = $2, lease_instance = NULL, lease_token = NULL,"
     "  lease_expiry = NULL"
     " WHERE w.consumer OPERATOR(pg_catalog.=) '' AND w.processed_at IS NULL"
-    "   AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")",
+    "   AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")"
+    " RETURNING w.message_id",
     {UUIDARRAYOID, TIMESTAMPTZOID});
 
 }  // namespace
@@ -507,18 +508,26 @@ WB_ROUTED_FUNCTION(wb_complete_outbox_published, by_claimed_id) {
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     if (ids.empty()) PG_RETURN_INT32(0);
     if (must_route()) PG_RETURN_INT32(route_published(fcinfo, ids));
-    // Shared-memory store: the published rows' leases end with this transaction (in debug mode
-    // the rows stay, processed, and no delete trigger would end them).
-    if (shared_leases_active())
-        for (const core::Uuid& id : ids) {
-            bool mismatch = false;
-            (void)shm::end({Source::outbox, id, ""}, std::nullopt, &mismatch);
-        }
     SpiConnection spi;
-    uint64 done = (debug_arg || setting_bool("debug_mode"))
-                      ? mark_published_plan.execute(
-                            {uuid_array(ids), TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())})
-                      : delete_published_plan.execute({uuid_array(ids)});
+    // Shared-memory store: the published rows' leases end with this transaction, after the rows
+    // are written (their in-progress xmax keeps claims off them meanwhile, so unknown ids and
+    // rows nobody holds take no place in the lease table): the delete trigger ends a deleted
+    // row's; in debug mode the rows stay, processed, and are ended here.
+    const bool debug = debug_arg || setting_bool("debug_mode");
+    uint64 done = debug ? mark_published_plan.execute(
+                              {uuid_array(ids), TimestampTzGetDatum(GetCurrentTransactionStartTimestamp())})
+                        : delete_published_plan.execute({uuid_array(ids)});
+    if (debug && shared_leases_active()) {
+        std::vector<core::Uuid> marked;
+        for (uint64 r = 0; r < done; ++r) {
+            bool isnull = false;
+            marked.push_back(uuid_from_datum(spi_value(r, 1, &isnull)));
+        }
+        for (const core::Uuid& id : marked) {
+            bool mismatch = false;
+            (void)shm::end({Source::outbox, id, ""}, std::nullopt, &mismatch, true);
+        }
+    }
     spi.finish();
     PG_RETURN_INT32(static_cast<int32>(done));
 }

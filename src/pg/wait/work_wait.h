@@ -33,6 +33,11 @@ void waiters_at_subxact(SubXactEvent event);
 // partition key (stream id, else message id). Woken for at this transaction's commit.
 void note_work(Source source, const std::string& consumer, const core::Uuid& key, TimestampTz due, TimestampTz now);
 
+// Every claim of this database that is waiting looks again now, whatever it waits for: work
+// reached the tables or leases changed without a commit of this server's (COMMIT PREPARED and
+// ROLLBACK PREPARED, module.cpp). Not counted as wake-ups.
+void wake_waiters_to_look();
+
 struct WaitCounts {
     int64_t waiting = 0;  // claims sleeping now
     int64_t wakeups = 0;  // waiters woken since the server started

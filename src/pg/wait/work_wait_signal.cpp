@@ -252,6 +252,23 @@ void work_wait_preload_init() {
     active = true;
 }
 
+void wake_waiters_to_look() {
+    if (!active || !shared || pg_atomic_read_u32(&shared->waiting) == 0) return;
+    pg_call([] {
+        const TimestampTz now = GetCurrentTimestamp();
+        LWLockAcquire(lock, LW_EXCLUSIVE);
+        // A reminder for now (not a wake-up for work: nothing is passed on when it leaves).
+        for (int k = 0; k < shared->nlisted; ++k) {
+            const int i = waiting_list()[k];
+            Slot& s = shared->slots[i];
+            if (!s.waiting || s.database != MyDatabaseId) continue;
+            s.wake_at = std::min(s.wake_at, now);
+            SetLatch(&ProcGlobal->allProcs[i].procLatch);
+        }
+        LWLockRelease(lock);
+    });
+}
+
 void waiters_at_xact(XactEvent event) {
     if (active) on_xact(event);
 }
