@@ -12,6 +12,7 @@
 #include "core/dedup_plan.h"
 #include "core/partition.h"
 #include "pg/boundary/args.h"
+#include "pg/boundary/owner.h"
 #include "pg/boundary/arrays.h"
 #include "pg/store/dedup.h"
 #include "pg/citus/citus_route.h"
@@ -79,6 +80,13 @@ CachedPlan insert_plan(
 // with no unique index across generations, stores take turns. Self-conflicting, and it
 // conflicts with the ROW EXCLUSIVE of native stores; readers go on.
 CachedPlan serialize_stores_plan("LOCK TABLE whizbang.wh_message_deduplication IN SHARE ROW EXCLUSIVE MODE", {});
+
+// The SQL path under REPEATABLE READ or SERIALIZABLE: which of the ids to insert a store
+// committed after the transaction's snapshot (read in a snapshot taken after the lock).
+CachedPlan recorded_since_snapshot_plan(
+    "SELECT d.message_id FROM whizbang.wh_message_deduplication d"
+    " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) ANY ($2) LIMIT 1",
+    {TEXTOID, UUIDARRAYOID});
 
 CachedPlan remove_plan(
     "DELETE FROM whizbang.wh_message_deduplication"
@@ -214,6 +222,22 @@ void update_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
         new_ids.push_back(key.id);
         new_counts.push_back(key.observations);
         new_fingerprints.push_back(key.fingerprint);
+    }
+    if (!new_ids.empty() && pg_call([] { return IsolationUsesXactSnapshot(); })) {
+        // The transaction's snapshot is older than the lock: a store that committed in between
+        // is invisible to the UPDATE above, and its record may be in another generation, which
+        // no unique index would catch. A single table's ON CONFLICT answers 40001 then; so does
+        // this. Read as the owner: row security must not hide a record here.
+        uint64 rows = 0;
+        {
+            AsExtensionOwner owner;
+            rows = recorded_since_snapshot_plan.execute_latest({consumer, uuid_array(new_ids)});
+        }
+        if (rows > 0)
+            throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                           "could not serialize access due to a concurrent insertion of a message id",
+                           "A transaction that committed after this one's snapshot recorded it.",
+                           "Retry the transaction.");
     }
     if (!new_ids.empty())
         insert_plan.execute(
