@@ -266,6 +266,13 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
                                                   TimestampTz now, PartitionOfId partition) {
     SpiConnection spi;
     mark_expired(elements, sent_at, now);
+    const bool generations = dedup_in_generations();
+    // A p_now whose generation lies outside the window records nothing (generation_span.h):
+    // every delivery is looked up, as one sent before the replay horizon; an id on record is
+    // still a duplicate or a conflict. It makes no generation.
+    const bool outside_window = generations && !generation_for_store(now);
+    if (outside_window)
+        for (core::DedupElement& e : elements) e.expired = true;
     core::DedupPlan plan(elements);
     const auto& keys = plan.keys();
     std::vector<core::StoredKey> stored(keys.size());
@@ -280,17 +287,12 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
 
     // New ids are inserted natively; ids on record (and lookups) go through the upsert,
     // which counts the observation and returns the stored fingerprint.
-    const bool generations = dedup_in_generations();
-    // The generation of `now` is made before the native insertion opens the table for writing:
-    // two stores that both need it then queue for its lock instead of deadlocking (generations.h).
-    if (generations) {
-        const std::vector<GenerationBound> bounds = list_generations();
-        if (std::none_of(bounds.begin(), bounds.end(), [&](const auto& b) { return b.start <= now && now < b.end; }))
-            create_generations(now, now + 1);
-    }
     std::vector<char> on_record(keys.size(), 1);
     std::vector<TimestampTz> found_at(keys.size(), kNotFound);
-    NativeInsert native = insert_new_keys(function_name, consumer, now, keys, partitions, on_record, found_at);
+    // Outside the window every key is a lookup: the UPDATE below finds the ids on record.
+    NativeInsert native = outside_window
+                              ? NativeInsert::done
+                              : insert_new_keys(function_name, consumer, now, keys, partitions, on_record, found_at);
     if (native == NativeInsert::no_generation)
         throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
                        "could not record message ids: the dedup generation of p_now was dropped meanwhile",
