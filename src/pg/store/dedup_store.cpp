@@ -257,9 +257,9 @@ bool target_usable(GenerationProbe* gens, int target) {
     return !((desc->constr != nullptr && desc->constr->num_check > 0) || TupleDescAttr(desc, col.fingerprint - 1)->attnotnull);
 }
 
-// A generation made or altered (a trigger, a CHECK constraint...) between the look at the
-// generations and the lock that fixes them: the batch needs the SQL path, but this call holds
-// ROW EXCLUSIVE already. A retry looks before it locks again.
+// The table or a generation altered (a trigger, row security, a CHECK constraint...) or a
+// generation made between the look at the generations and the lock that fixes them: the batch
+// needs the SQL path, but this call holds ROW EXCLUSIVE already. A retry looks before it locks.
 [[noreturn]] void generation_changed() {
     ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
                     errmsg("could not record message ids: a dedup generation changed during the call"),
@@ -302,6 +302,11 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
         if (locked) break;
         LockRelationOid(RelationGetRelid(parent), RowExclusiveLock);
         locked = true;
+        // A trigger or row security given to the parent before the lock was granted.
+        if (parent->trigdesc != nullptr || parent->rd_rel->relrowsecurity) {
+            for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
+            generation_changed();
+        }
         // Generations made or dropped before the lock was granted: look at the set again, now fixed.
         GenerationBound* after = nullptr;
         const int m = read_generation_bounds(parent, &after);
