@@ -62,6 +62,15 @@ std::vector<Span> spans_to_cover(const std::vector<Span>& existing, std::int64_t
     return made;
 }
 
+Placement place(const std::vector<Span>& existing, std::int64_t p_now, std::int64_t now, std::int64_t retention,
+                std::int64_t period) {
+    if (span_holding(existing, p_now)) return Placement::inside;
+    const Span s = span_for(existing, p_now, period);
+    if (left_window(s, now, retention)) return Placement::expired;
+    if (s.start > now + period) return Placement::too_far_ahead;
+    return Placement::inside;
+}
+
 std::string generation_name(const std::string& base, const Span& s) {
     const std::int64_t day = floor_div(s.start, kMicrosPerDay);
     const std::int64_t in_day = s.start - day * kMicrosPerDay;

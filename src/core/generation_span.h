@@ -42,6 +42,17 @@ std::vector<Span> spans_to_cover(const std::vector<Span>& existing, std::int64_t
 // A span has left the window when every record it can hold is older than now - retention.
 inline bool left_window(const Span& s, std::int64_t now, std::int64_t retention) { return s.end <= now - retention; }
 
+// Where a store's p_now falls against the window it may make generations in (issue 30 item
+// 10), at clock time `now` (the transaction's start). A generation that exists takes the record
+// (made by maintenance at its p_now: a test simulating another time runs maintenance there
+// first). Else the span it would get is `expired` when it has left the window (the delivery is
+// looked up, not recorded, and nothing is made), `too_far_ahead` when it starts after
+// now + period (maintenance makes the generation of now + period ahead; a store makes none
+// further: each generation costs every new id a look-up), else `inside`.
+enum class Placement { inside, expired, too_far_ahead };
+Placement place(const std::vector<Span>& existing, std::int64_t p_now, std::int64_t now, std::int64_t retention,
+                std::int64_t period);
+
 // The table name of a generation: <base>_g<YYYYMMDD> for a span that starts at midnight UTC,
 // else <base>_g<YYYYMMDD>t<HHMM> (UTC), e.g. wh_message_deduplication_g20261202.
 std::string generation_name(const std::string& base, const Span& s);

@@ -10,6 +10,10 @@
 BEGIN;
 SELECT plan(165);
 
+-- Stores in the simulated time of 2030 find their generations made by maintenance then (0.13.0: a
+-- store makes none further ahead than now() plus one period).
+DO $$ BEGIN PERFORM whizbang.perform_maintenance('2030-01-01 00:00:00+00'); END $$;
+
 SET LOCAL TimeZone = 'UTC';
 
 CREATE FUNCTION pg_temp.id(p_n int) RETURNS uuid
@@ -433,6 +437,11 @@ SELECT pg_temp.grew(-2, -2, 0, 'outcomes: completion removed both messages and k
 -- (which no query could print back and no dump could restore)
 -- ---------------------------------------------------------------------------------------
 
+-- The generation of that time made by maintenance then (0.13.0: a store makes none further ahead
+-- than now() plus one period); the counts start again after what it purged.
+DO $$ BEGIN PERFORM whizbang.perform_maintenance('294276-12-31 23:00:00+00'); END $$;
+UPDATE last_counts SET inbox = (SELECT count(*) FROM whizbang.wh_inbox), work = (SELECT count(*) FROM whizbang.wh_inbox_work),
+                       dedup = (SELECT count(*) FROM whizbang.wh_message_deduplication);
 SELECT lives_ok(
     $$SELECT whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(95)), NULL, NULL, '294276-12-31 23:00:00+00',
                                           10000, 'range_end')$$,

@@ -67,5 +67,29 @@ TEST(GenerationSpan, CoverAheadAndLeaveTheWindow) {
     EXPECT_TRUE(left_window(made[0], kDec2 + 31 * D, retention));
 }
 
+// A store's p_now against the window (issue 30 item 10): 30 days of one-day generations, the
+// clock at 2026-12-02 10:00.
+TEST(GenerationSpan, PlacementOfAStoresPNow) {
+    const std::int64_t now = kDec2 + 10 * H, retention = 30 * D;
+    const std::vector<Span> none;
+    EXPECT_EQ(place(none, now, now, retention, D), Placement::inside);
+    // Older: its day must end after now - 30 days (2026-11-02 10:00).
+    EXPECT_EQ(place(none, kDec2 - 30 * D + 3 * H, now, retention, D), Placement::inside);  // Nov 2 ends Nov 3
+    EXPECT_EQ(place(none, kDec2 - 31 * D + 23 * H, now, retention, D), Placement::expired);  // Nov 1 ended Nov 2 00:00
+    EXPECT_EQ(place(none, kDec2 - 365 * D, now, retention, D), Placement::expired);
+    // A generation that exists takes the record (maintenance made it at an earlier p_now).
+    const std::vector<Span> old{{kDec2 - 40 * D, kDec2 - 39 * D}};
+    EXPECT_EQ(place(old, kDec2 - 40 * D + H, now, retention, D), Placement::inside);
+    EXPECT_EQ(place(old, kDec2 - 39 * D + H, now, retention, D), Placement::expired);
+    // Ahead: the generation of now + one period (what maintenance makes ahead), no further.
+    EXPECT_EQ(place(none, kDec2 + D + 23 * H, now, retention, D), Placement::inside);
+    EXPECT_EQ(place(none, kDec2 + 2 * D, now, retention, D), Placement::too_far_ahead);
+    EXPECT_EQ(place(none, kDec2 + 365 * D, now, retention, D), Placement::too_far_ahead);
+    // ... unless it exists (maintenance run with a later p_now made it).
+    const std::vector<Span> ahead{{kDec2 + 40 * D, kDec2 + 41 * D}};
+    EXPECT_EQ(place(ahead, kDec2 + 40 * D + H, now, retention, D), Placement::inside);
+    EXPECT_EQ(place(ahead, kDec2 + 41 * D + H, now, retention, D), Placement::too_far_ahead);
+}
+
 }  // namespace
 }  // namespace whizbang::core::generations

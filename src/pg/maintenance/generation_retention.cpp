@@ -12,16 +12,29 @@
 #include "pg/boundary/spi.h"
 #include "pg/boundary/statement_settings.h"
 #include "pg/boundary/subtransaction.h"
+#include "pg/citus/shard_scope.h"
 #include "pg/store/generations.h"
 
 
 namespace whizbang::pg {
 namespace {
 
-// Runs f in a subtransaction; false (and f's work undone) when a lock was not granted in time.
+// Runs f in a subtransaction, every lock it waits for under lock_timeout = `lock_timeout_ms`:
+// not only the LOCK statements, also what DDL and DML lock on their own while the parent is held
+// (a DROP TABLE waits for whoever holds its generation: an idle transaction that read it, an
+// anti-wraparound autovacuum; every store would wait behind the parent's lock meanwhile). False
+// (and f's work undone) when a lock was not granted in time: the next run retries.
 template <typename F>
-bool unless_lock_busy(F&& f) {
-    return in_subtransaction(std::forward<F>(f), [](int code) { return code == ERRCODE_LOCK_NOT_AVAILABLE; });
+bool unless_lock_busy(int lock_timeout_ms, F&& f) {
+    const std::string timeout = std::to_string(lock_timeout_ms);
+    return in_subtransaction(
+        [&] {
+            if (lock_timeout_ms > 0)
+                with_settings({{"lock_timeout", timeout.c_str()}}, f);
+            else
+                f();
+        },
+        [](int code) { return code == ERRCODE_LOCK_NOT_AVAILABLE; });
 }
 
 int64_t first_int8(const std::string& sql) {
@@ -118,9 +131,25 @@ void move_forward(const Waiting& waiting, const std::string& cutoff_literal, Tim
     out.records -= static_cast<int64_t>(moved);
 }
 
+// Retirement runs its DDL and moves as the extension's owner; the caller must hold what the row
+// purge of a single table would need (DELETE on it), checked before anything runs as the owner.
+void require_delete_on_dedup_table() {
+    pg_call([] {
+        Oid relid = whizbang_relid_unguarded(kDedupTable);
+        if (pg_class_aclcheck(relid, GetUserId(), ACL_DELETE) == ACLCHECK_OK) return;
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("permission denied for table whizbang.%s", kDedupTable),
+                        errdetail("purge_old_deduplication makes and drops dedup generations, which deletes records: "
+                                  "it needs DELETE on the table."),
+                        errhint("Grant the maintenance capability: SELECT whizbang.grant_admin('<role>', "
+                                "ARRAY['maintenance']).")));
+    });
+}
+
 }  // namespace
 
 void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetirement& out) {
+    require_delete_on_dedup_table();
     const int64 period = generation_period();
     const TimestampTz horizon = now - setting_int("dedup_retention_days") * USECS_PER_DAY;
     auto left_window = [&](const std::vector<GenerationBound>& bounds) {
@@ -131,11 +160,20 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
     };
     std::vector<GenerationBound> bounds = list_generations();
     std::vector<GenerationBound> expired = left_window(bounds);
+    // find_waiting must see every message stored before its locks were granted: a store that
+    // committed after this transaction's snapshot, whose record is in an expired generation
+    // (a p_now older than this run's), would have its waiting message's record dropped. One
+    // snapshot for the transaction cannot see it, and no later snapshot may drive its deletes:
+    // the drop is left to a READ COMMITTED run (the worker, run_maintenance, autocommit).
+    if (!expired.empty() && pg_call([] { return IsolationUsesXactSnapshot(); })) {
+        out.needs_fresh_snapshot = true;
+        expired.clear();
+    }
     // Ahead of time, so that stores find their generation made (creating one waits for every
     // store's transaction to end). With a generation to drop, this happens under the drop's lock.
     if (expired.empty()) {
         int created = 0;
-        if (unless_lock_busy([&] { created = create_generations(now, now + period + 1, lock_timeout_ms); }))
+        if (unless_lock_busy(lock_timeout_ms, [&] { created = create_generations(now, now + period + 1, lock_timeout_ms); }))
             out.created += created;
         else
             out.busy += 1;
@@ -148,7 +186,7 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
         // under ACCESS EXCLUSIVE taken first: EXCLUSIVE held while waiting for ACCESS EXCLUSIVE
         // would deadlock with a store that holds ACCESS SHARE and waits for ROW EXCLUSIVE.
         int created = 0;
-        if (!unless_lock_busy([&] {
+        if (!unless_lock_busy(lock_timeout_ms, [&] {
                 lock_dedup_table("ACCESS EXCLUSIVE", lock_timeout_ms);
                 created = create_generations(now, now + 1, lock_timeout_ms);
             })) {
@@ -167,7 +205,7 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
     const std::string cutoff_literal = timestamptz_literal(cutoff);
     Waiting waiting;
     GenerationRetirement found;
-    if (!unless_lock_busy([&] { waiting = find_waiting(expired, cutoff_literal, lock_timeout_ms, found); })) {
+    if (!unless_lock_busy(lock_timeout_ms, [&] { waiting = find_waiting(expired, cutoff_literal, lock_timeout_ms, found); })) {
         out.busy += 1;
         return;
     }
@@ -175,7 +213,7 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
     // so, heap_drop_with_catalog), taken holding only ACCESS SHARE on it, which blocks no store's
     // lock; the moves, the generations made ahead, the expired ones dropped.
     int created = 0;
-    if (!unless_lock_busy([&] {
+    if (!unless_lock_busy(lock_timeout_ms, [&] {
             lock_dedup_table("ACCESS EXCLUSIVE", lock_timeout_ms);
             move_forward(waiting, cutoff_literal, forward, found);
             created = create_generations(now, now + period + 1, lock_timeout_ms);

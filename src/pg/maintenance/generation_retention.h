@@ -15,6 +15,9 @@ struct GenerationRetirement {
     int64_t records = 0;  // records dropped with them
     int64_t moved = 0;    // records moved forward first (their message still waits)
     int64_t busy = 0;     // generations left for the next run: their lock was not granted in time
+    // Expired generations left alone: the transaction reads with one snapshot (REPEATABLE READ,
+    // SERIALIZABLE), older than the locks that decide which records still wait.
+    bool needs_fresh_snapshot = false;
 };
 
 // Creates the generations of now and of the next period, and drops every generation that left
@@ -24,7 +27,8 @@ struct GenerationRetirement {
 // EXCLUSIVE lock on the table (no row is deleted one by one), those records move to the oldest
 // generation that stays (first_seen_at becomes its start), the generations ahead are made and
 // the expired ones dropped. A lock not granted within lock_timeout_ms leaves the work to the
-// next run. With SPI connected.
+// next run. Under REPEATABLE READ or SERIALIZABLE only the generations ahead are made (see
+// needs_fresh_snapshot). With SPI connected.
 void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetirement& out);
 
 }  // namespace whizbang::pg

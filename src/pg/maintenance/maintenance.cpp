@@ -235,6 +235,17 @@ void dedup_batch(TaskRun& run, TimestampTz now, int batch) {
     if (run.phase == 1) {
         GenerationRetirement retired;
         retire_generations(now, kGenerationLockTimeoutMs, retired);
+        // Left for the next run: a lock not granted in time, or a transaction snapshot.
+        if (retired.busy > 0 || retired.needs_fresh_snapshot) run.skipped = true;
+        if (retired.needs_fresh_snapshot)
+            pg_call([] {
+                ereport(NOTICE,
+                        (errmsg("whizbang maintenance: dedup generations that left the window were not dropped"),
+                         errdetail("Under REPEATABLE READ or SERIALIZABLE the transaction's snapshot is older than the "
+                                   "locks that decide which records still have a waiting message."),
+                         errhint("Run perform_maintenance in a READ COMMITTED transaction, as the background "
+                                 "worker does.")));
+            });
         run.rows += retired.records;
         run.generations_dropped += retired.dropped;
         run.records_moved += retired.moved;

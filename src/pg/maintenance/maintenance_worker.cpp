@@ -97,6 +97,9 @@ void run_round() {
         CHECK_FOR_INTERRUPTS();
         SetCurrentStatementStartTimestamp();
         StartTransactionCommand();
+        // Whatever default_transaction_isolation says: the retirement of dedup generations needs
+        // a snapshot per statement (generation_retention.h).
+        XactIsoLevel = XACT_READ_COMMITTED;
         PushActiveSnapshot(GetTransactionSnapshot());
         pgstat_report_activity(STATE_RUNNING, "whizbang maintenance");
         more = DatumGetBool(DirectFunctionCall1(wb_maintenance_worker_batch, (Datum)0));

@@ -12,6 +12,7 @@
 #include "core/dedup_plan.h"
 #include "core/partition.h"
 #include "pg/boundary/args.h"
+#include "pg/boundary/owner.h"
 #include "pg/boundary/arrays.h"
 #include "pg/store/dedup.h"
 #include "pg/citus/citus_route.h"
@@ -79,6 +80,13 @@ CachedPlan insert_plan(
 // with no unique index across generations, stores take turns. Self-conflicting, and it
 // conflicts with the ROW EXCLUSIVE of native stores; readers go on.
 CachedPlan serialize_stores_plan("LOCK TABLE whizbang.wh_message_deduplication IN SHARE ROW EXCLUSIVE MODE", {});
+
+// The SQL path under REPEATABLE READ or SERIALIZABLE: which of the ids to insert a store
+// committed after the transaction's snapshot (read in a snapshot taken after the lock).
+CachedPlan recorded_since_snapshot_plan(
+    "SELECT d.message_id FROM whizbang.wh_message_deduplication d"
+    " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) ANY ($2) LIMIT 1",
+    {TEXTOID, UUIDARRAYOID});
 
 CachedPlan remove_plan(
     "DELETE FROM whizbang.wh_message_deduplication"
@@ -215,6 +223,22 @@ void update_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
         new_counts.push_back(key.observations);
         new_fingerprints.push_back(key.fingerprint);
     }
+    if (!new_ids.empty() && pg_call([] { return IsolationUsesXactSnapshot(); })) {
+        // The transaction's snapshot is older than the lock: a store that committed in between
+        // is invisible to the UPDATE above, and its record may be in another generation, which
+        // no unique index would catch. A single table's ON CONFLICT answers 40001 then; so does
+        // this. Read as the owner: row security must not hide a record here.
+        uint64 rows = 0;
+        {
+            AsExtensionOwner owner;
+            rows = recorded_since_snapshot_plan.execute_latest({consumer, uuid_array(new_ids)});
+        }
+        if (rows > 0)
+            throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                           "could not serialize access due to a concurrent insertion of a message id",
+                           "A transaction that committed after this one's snapshot recorded it.",
+                           "Retry the transaction.");
+    }
     if (!new_ids.empty())
         insert_plan.execute(
             {consumer, TimestampTzGetDatum(now), uuid_array(new_ids), int4_array(new_counts), bytea_array(new_fingerprints)});
@@ -242,6 +266,13 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
                                                   TimestampTz now, PartitionOfId partition) {
     SpiConnection spi;
     mark_expired(elements, sent_at, now);
+    const bool generations = dedup_in_generations();
+    // A p_now whose generation lies outside the window records nothing (generation_span.h):
+    // every delivery is looked up, as one sent before the replay horizon; an id on record is
+    // still a duplicate or a conflict. It makes no generation.
+    const bool outside_window = generations && !generation_for_store(now);
+    if (outside_window)
+        for (core::DedupElement& e : elements) e.expired = true;
     core::DedupPlan plan(elements);
     const auto& keys = plan.keys();
     std::vector<core::StoredKey> stored(keys.size());
@@ -256,17 +287,12 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
 
     // New ids are inserted natively; ids on record (and lookups) go through the upsert,
     // which counts the observation and returns the stored fingerprint.
-    const bool generations = dedup_in_generations();
-    // The generation of `now` is made before the native insertion opens the table for writing:
-    // two stores that both need it then queue for its lock instead of deadlocking (generations.h).
-    if (generations) {
-        const std::vector<GenerationBound> bounds = list_generations();
-        if (std::none_of(bounds.begin(), bounds.end(), [&](const auto& b) { return b.start <= now && now < b.end; }))
-            create_generations(now, now + 1);
-    }
     std::vector<char> on_record(keys.size(), 1);
     std::vector<TimestampTz> found_at(keys.size(), kNotFound);
-    NativeInsert native = insert_new_keys(function_name, consumer, now, keys, partitions, on_record, found_at);
+    // Outside the window every key is a lookup: the UPDATE below finds the ids on record.
+    NativeInsert native = outside_window
+                              ? NativeInsert::done
+                              : insert_new_keys(function_name, consumer, now, keys, partitions, on_record, found_at);
     if (native == NativeInsert::no_generation)
         throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
                        "could not record message ids: the dedup generation of p_now was dropped meanwhile",

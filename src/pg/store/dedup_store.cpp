@@ -241,45 +241,89 @@ void wait_for(const guard::Sighting& seen, uint32 token, GenerationProbe* where)
         XactLockTableWait(seen.xid, where->heap, &where->found->tts_tid, XLTW_InsertIndex);
 }
 
+bool same_generations(const GenerationBound* a, int n, const GenerationBound* b, int m) {
+    if (n != m) return false;
+    for (int i = 0; i < n; ++i)
+        if (a[i].relid != b[i].relid || a[i].start != b[i].start || a[i].end != b[i].end) return false;
+    return true;
+}
+
+// Whether the native insertion can serve the generations in `gens` (opened by open_probe) with
+// `target` the generation of the records: beyond open_probe's checks, what the executor would
+// enforce on an inserted row (CHECK constraints, a fingerprint made NOT NULL).
+bool target_usable(GenerationProbe* gens, int target) {
+    TupleDesc desc = RelationGetDescr(gens[target].heap);
+    Columns col = find_columns(desc);
+    return !((desc->constr != nullptr && desc->constr->num_check > 0) || TupleDescAttr(desc, col.fingerprint - 1)->attnotnull);
+}
+
+// The table or a generation altered (a trigger, row security, a CHECK constraint...) or a
+// generation made between the look at the generations and the lock that fixes them: the batch
+// needs the SQL path, but this call holds ROW EXCLUSIVE already. A retry looks before it locks.
+[[noreturn]] void generation_changed() {
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg("could not record message ids: a dedup generation changed during the call"),
+                    errdetail("A generation made or altered meanwhile needs the SQL path (a trigger, row security, "
+                              "another unique index, a CHECK constraint)."),
+                    errhint("Retry the transaction.")));
+    pg_unreachable();
+}
+
 // The generations' insertion (see the file's head and core/generation_guard.h). Runs inside
-// insert_new_keys's pg_call, with the parent open under ROW EXCLUSIVE: the set of generations
-// is fixed until the transaction ends.
+// insert_new_keys's pg_call, with the parent open under ACCESS SHARE. Refused (nothing locked
+// beyond ACCESS SHARE) when a generation needs the SQL path; otherwise it takes ROW EXCLUSIVE on
+// the parent and the target generation only once the generations allow the native path: a
+// batch the SQL path takes must never have held ROW EXCLUSIVE on the parent, or that path's
+// SHARE ROW EXCLUSIVE would be an upgrade, and stores upgrading side by side deadlock (40P01,
+// test/isolation/specs/dedup_generation_sql_path_locks.spec). Under ROW EXCLUSIVE the set of
+// generations is fixed until the transaction ends.
 NativeInsert insert_into_generations(Relation parent, const std::string& consumer, TimestampTz now,
                                      const std::vector<core::DedupKey>& keys, std::vector<char>& on_record,
                                      std::vector<TimestampTz>& found_at) {
     GenerationBound* bounds = nullptr;
-    const int n = read_generation_bounds(parent, &bounds);
-    int target = -1;
-    for (int i = 0; i < n; ++i)
-        if (bounds[i].start <= now && now < bounds[i].end) target = i;
-    if (target < 0) return NativeInsert::no_generation;
-
-    GenerationProbe* gens = static_cast<GenerationProbe*>(palloc0(sizeof(GenerationProbe) * n));
-    bool usable = true;
-    int opened = 0;
-    for (; opened < n && usable; ++opened)
-        usable = open_probe(&gens[opened], bounds[opened].relid, opened == target ? RowExclusiveLock : AccessShareLock);
-    Relation heap = usable ? gens[target].heap : nullptr;
-    TupleDesc desc = usable ? RelationGetDescr(heap) : nullptr;
-    Columns col = usable ? find_columns(desc) : Columns{};
-    if (usable && ((desc->constr != nullptr && desc->constr->num_check > 0) ||
-                   TupleDescAttr(desc, col.fingerprint - 1)->attnotnull))
-        usable = false;
-    EState* estate = nullptr;
-    ResultRelInfo* rri = nullptr;
-    if (usable) {
-        estate = CreateExecutorState();
-        rri = makeNode(ResultRelInfo);
-        InitResultRelInfo(rri, heap, 1, nullptr, 0);
-        ExecOpenIndices(rri, true);
-        if (primary_key_only(rri) == nullptr) usable = false;
+    GenerationProbe* gens = nullptr;
+    int n = 0, target = -1;
+    for (bool locked = false;;) {
+        n = read_generation_bounds(parent, &bounds);
+        target = -1;
+        for (int i = 0; i < n; ++i)
+            if (bounds[i].start <= now && now < bounds[i].end) target = i;
+        if (target < 0) return NativeInsert::no_generation;
+        gens = static_cast<GenerationProbe*>(palloc0(sizeof(GenerationProbe) * n));
+        bool usable = true;
+        int opened = 0;
+        for (; opened < n && usable; ++opened) usable = open_probe(&gens[opened], bounds[opened].relid, AccessShareLock);
+        usable = usable && target_usable(gens, target);
+        if (!usable) {
+            for (int i = 0; i < opened; ++i) close_probe(&gens[i], true);
+            if (!locked) return NativeInsert::refused;
+            generation_changed();
+        }
+        if (locked) break;
+        LockRelationOid(RelationGetRelid(parent), RowExclusiveLock);
+        locked = true;
+        // A trigger or row security given to the parent before the lock was granted.
+        if (parent->trigdesc != nullptr || parent->rd_rel->relrowsecurity) {
+            for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
+            generation_changed();
+        }
+        // Generations made or dropped before the lock was granted: look at the set again, now fixed.
+        GenerationBound* after = nullptr;
+        const int m = read_generation_bounds(parent, &after);
+        if (same_generations(bounds, n, after, m)) break;
+        for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
     }
-    if (!usable) {
-        if (rri != nullptr) ExecCloseIndices(rri);
-        if (estate != nullptr) FreeExecutorState(estate);
-        for (int i = 0; i < opened; ++i) close_probe(&gens[i], i == target);
-        return NativeInsert::refused;
-    }
+    LockRelationOid(bounds[target].relid, RowExclusiveLock);
+    Relation heap = gens[target].heap;
+    if (heap->trigdesc != nullptr || !target_usable(gens, target)) generation_changed();
+    TupleDesc desc = RelationGetDescr(heap);
+    Columns col = find_columns(desc);
+    EState* estate = CreateExecutorState();
+    ResultRelInfo* rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rri, heap, 1, nullptr, 0);
+    ExecOpenIndices(rri, true);
+    if (primary_key_only(rri) == nullptr)  // open_probe saw one unique index, the primary key
+        elog(ERROR, "whizbang: the indexes of a dedup generation changed during the call");
 
     TupleTableSlot* slot = table_slot_create(heap, nullptr);
     MemoryContext row_context = AllocSetContextCreate(CurrentMemoryContext, "whizbang dedup row", ALLOCSET_SMALL_SIZES);
@@ -399,10 +443,11 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
         // through the SQL path, which enforces it.
         if (RelationGetForm(rel)->relkind == RELKIND_PARTITIONED_TABLE) {
             NativeInsert result = NativeInsert::refused;
-            if (rel->trigdesc == nullptr && !rel->rd_rel->relrowsecurity) {
-                LockRelationOid(relid, RowExclusiveLock);
+            if (rel->trigdesc == nullptr && !rel->rd_rel->relrowsecurity)
                 result = insert_into_generations(rel, consumer, now, keys, on_record, found_at);
-            }
+            // The SQL path's lock (dedup.cpp), taken here at once in the mode it needs: never
+            // ROW EXCLUSIVE first (see insert_into_generations).
+            if (result == NativeInsert::refused) LockRelationOid(relid, ShareRowExclusiveLock);
             table_close(rel, NoLock);  // the lock fixes the generations until the transaction ends
             return result;
         }

@@ -125,4 +125,26 @@ int create_generations(TimestampTz from, TimestampTz until, int lock_timeout_ms)
     return static_cast<int>(made.size());
 }
 
+bool generation_for_store(TimestampTz p_now) {
+    const std::vector<gen::Span> spans = spans_of(list_generations());
+    const int64 period = generation_period();
+    const int64 retention = setting_int("dedup_retention_days") * USECS_PER_DAY;
+    const TimestampTz clock = pg_call([] { return GetCurrentTransactionStartTimestamp(); });
+    switch (gen::place(spans, p_now, clock, retention, period)) {
+        case gen::Placement::expired: return false;
+        case gen::Placement::too_far_ahead: {
+            const std::string limit = gen::utc_literal(clock + period);
+            throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
+                           "p_now " + gen::utc_literal(p_now) + " lies beyond the dedup generations made ahead",
+                           "A store makes the generation of at most now() plus one period (until " + limit +
+                               "); maintenance makes the generations ahead of its own p_now.",
+                           "Store with p_now => now() (the default); to simulate a later time, run "
+                           "whizbang.perform_maintenance(p_now => ...) at that time first.");
+        }
+        case gen::Placement::inside: break;
+    }
+    if (!gen::span_holding(spans, p_now)) create_generations(p_now, p_now + 1);
+    return true;
+}
+
 }  // namespace whizbang::pg
