@@ -94,8 +94,11 @@ const std::vector<RequiredPrivilege> table = {
     {"retry_dead_letters", W::outbox, "wh_outbox_work", I},
     {"retry_dead_letters", W::outbox, "wh_outbox_streams", S | I | U},
     // Operating and monitoring: reads.
+    {"queues", W::always, "wh_inbox", S},
     {"queues", W::always, "wh_inbox_work", S},
+    {"queues", W::always, "wh_outbox", S},
     {"queues", W::always, "wh_outbox_work", S},
+    {"queues", W::always, "wh_dead_letters", S},
     {"peek", W::inbox, "wh_inbox", S},
     {"peek", W::inbox, "wh_inbox_work", S},
     {"peek", W::outbox, "wh_outbox", S},
