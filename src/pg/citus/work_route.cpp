@@ -250,7 +250,15 @@ int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>&
         found_ids = ids;
         partitions = given;
     } else {
-        uint64 rows = holders.execute({int8_array(ids)});
+        // Read as the owner, like the routed parts: the caller's SELECT on wh_dead_letters was
+        // checked by the entry, and a read as the caller could not see placements that the owner's
+        // routed work changed earlier in this transaction (Citus refuses that: 25001).
+        const Datum wanted = int8_array(ids);
+        uint64 rows = 0;
+        {
+            AsExtensionOwner owner;
+            rows = holders.execute({wanted});
+        }
         CallShape found;
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false;

@@ -12,6 +12,7 @@
 #include "pg/store/generations.h"
 #include "pg/wait/work_wait.h"
 #include "pg/boundary/required_privileges.h"
+#include "pg/boundary/owner.h"
 
 namespace whizbang::pg {
 namespace {
@@ -101,6 +102,10 @@ void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
                            "idempotency_in_progress", "idempotency_completed", "idempotency_tombstones"};
     std::vector<bool> unknown(metrics.size(), false);
     if (unreachable == 0) {
+        // As the owner, like the routed parts (the entry checked the caller's SELECT on the
+        // counted tables): Citus would not let the caller read placements that the owner's
+        // routed work changed earlier in the same transaction (25001).
+        AsExtensionOwner owner;
         distributed_keys_plan.execute({TimestampTzGetDatum(now)});
         for (int c = 0; c < 6; ++c) {
             bool isnull = false;
