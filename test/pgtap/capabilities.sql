@@ -55,6 +55,24 @@ SELECT is((SELECT array_agg(d.capability || ': ' || d.object_name ORDER BY 1)
                    EXCEPT SELECT capability, kind, object_name FROM whizbang._capability_grants()) d),
           NULL, 'each capability grants every function and view the docs name for it');
 
+-- What each capability grants covers what its functions check (whizbang._required_privileges(),
+-- under the conditions the capability serves): the two lists cannot drift apart.
+SELECT is((SELECT array_agg(DISTINCT g.capability || ': ' || r.function_name || ' needs ' || p || ' on ' || r.object_name)
+             FROM whizbang._capability_grants() g
+             JOIN whizbang._required_privileges() r ON g.kind = 'routine' AND r.function_name = g.object_name
+             CROSS JOIN LATERAL unnest(string_to_array(r.privileges, ', ')) p
+            WHERE r.needed_when = ANY (CASE g.capability
+                      WHEN 'inbox' THEN ARRAY['always', 'inbox', 'p_instance_id', 'p_sent_at']
+                      WHEN 'relay' THEN ARRAY['always', 'outbox']
+                      WHEN 'outbox' THEN ARRAY['always', 'outbox', 'p_instance_id']
+                      WHEN 'dedup' THEN ARRAY['always', 'p_sent_at']
+                      ELSE ARRAY['always', 'inbox', 'outbox', 'p_instance_id', 'p_sent_at'] END)
+              AND NOT EXISTS (SELECT FROM whizbang._capability_grants() h
+                               WHERE h.capability = g.capability AND h.kind <> 'routine'
+                                 AND h.object_name = r.object_name
+                                 AND p = ANY (string_to_array(h.privileges, ', ')))),
+          NULL, 'each capability grants every privilege its functions check when a call starts');
+
 -- Each call of a capability, as a role granted that capability alone: no error.
 CREATE TEMP TABLE calls (capability text, label text, sql text);
 INSERT INTO calls VALUES
