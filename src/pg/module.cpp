@@ -11,6 +11,7 @@
 
 #include "pg/boundary/bridge.h"
 #include "pg/boundary/memory.h"
+#include "pg/boundary/schema_hint.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/maintenance/maintenance.h"
 
@@ -73,6 +74,8 @@ void _PG_init(void) {
     // every entry's body by the boundary, which knows no more of it.
     whizbang::pg::set_entry_hooks({whizbang::pg::enter_shard_scope, whizbang::pg::leave_shard_scope});
     maintenance_define_settings();
+    // PostgreSQL's "permission denied for schema whizbang" gets a hint (schema_hint.h).
+    install_schema_hint();
     RegisterXactCallback(on_xact, nullptr);
     RegisterSubXactCallback(on_subxact, nullptr);
     // Shared memory, postmaster settings and background workers exist only when the postmaster

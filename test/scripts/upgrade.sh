@@ -113,9 +113,11 @@ SQL
     psql -d upgraded <<'SQL'
 CREATE ROLE wb_up_worker; CREATE ROLE wb_up_relay; CREATE ROLE wb_up_sub; CREATE ROLE wb_up_late;
 GRANT USAGE ON SCHEMA whizbang TO wb_up_worker, wb_up_relay, wb_up_sub;
--- what an inbox claim needs besides EXECUTE (docs/inbox.md#grants)
-GRANT SELECT ON whizbang.wh_inbox, whizbang.settings TO wb_up_worker, wb_up_relay, wb_up_sub;
-GRANT SELECT, UPDATE ON whizbang.wh_inbox_work TO wb_up_worker, wb_up_relay, wb_up_sub;
+-- what an inbox claim needs besides EXECUTE (docs/inbox.md#grants; DELETE on the message and
+-- work tables: a claim may dead-letter, checked when every claim starts since 0.13.0)
+GRANT SELECT, DELETE ON whizbang.wh_inbox TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT SELECT ON whizbang.settings TO wb_up_worker, wb_up_relay, wb_up_sub;
+GRANT SELECT, UPDATE, DELETE ON whizbang.wh_inbox_work TO wb_up_worker, wb_up_relay, wb_up_sub;
 GRANT SELECT, DELETE ON whizbang.wh_inbox_preleased TO wb_up_worker, wb_up_relay, wb_up_sub;
 GRANT INSERT ON whizbang.wh_dead_letters TO wb_up_worker, wb_up_relay, wb_up_sub;
 GRANT USAGE ON SEQUENCE whizbang.wh_lease_token_seq TO wb_up_worker, wb_up_relay, wb_up_sub;

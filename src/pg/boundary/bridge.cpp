@@ -128,10 +128,32 @@ const char* routing_name(Routing routing) {
     return "unknown";
 }
 
+namespace {
+
+// A privilege error raised by one of whizbang's own statements (a grant the entry's check of
+// required_privileges.h does not cover, row-level security): its context would print the
+// internal SQL, which tells the caller nothing to act on and shows statements it never wrote
+// (issue 30). Raised again without that context, the callers' (a PL/pgSQL caller's lines) added
+// anew by ThrowErrorData, and with a hint where it has none. Other errors go on unchanged.
+void rethrow(ErrorData* error) {
+    if (error->sqlerrcode != ERRCODE_INSUFFICIENT_PRIVILEGE || error->context == nullptr) ReThrowError(error);
+    error->context = nullptr;
+    const bool missing_grant =
+        error->message_id != nullptr && strncmp(error->message_id, "permission denied for", 21) == 0;
+    if (error->hint == nullptr && missing_grant)
+        error->hint = pstrdup("whizbang runs its statements as the calling role: grant the role the capability it "
+                              "uses, as the extension's owner with whizbang.grant_worker(role, capabilities) or "
+                              "whizbang.grant_admin(role, capabilities) (docs/security.md).");
+    ThrowErrorData(error);
+    ReThrowError(error);  // not reached: an ERROR does not return
+}
+
+}  // namespace
+
 Datum run_entry(FunctionCallInfo fcinfo, EntryBody body) {
     PendingError pending;
     Datum result = call_body(fcinfo, body, &pending);
-    if (pending.postgres) ReThrowError(pending.postgres);
+    if (pending.postgres) rethrow(pending.postgres);
     if (pending.sqlstate == ERRCODE_OUT_OF_MEMORY && !pending.message)
         ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory in whizbang")));
     if (pending.sqlstate)

@@ -239,38 +239,6 @@ SPIPlanPtr routed_plan(const std::string& sql, const std::vector<Oid>& types) {
     return plan;
 }
 
-// What the single server's statements of `function` would check first, checked here for the
-// caller (source-dependent calls check their source's work table where they route:
-// require_source_privilege). A function not listed needs its EXECUTE only.
-void require_caller_privileges(const char* function) {
-    struct Need {
-        const char* function;
-        const char* table;
-        AclMode mode;
-    };
-    static const Need needs[] = {
-        {"store_inbox_messages", "wh_inbox", ACL_INSERT},
-        {"store_inbox_messages", "wh_message_deduplication", ACL_INSERT},
-        {"inbox_receive", "wh_inbox", ACL_INSERT},
-        {"inbox_receive", "wh_message_deduplication", ACL_INSERT},
-        {"store_outbox_messages", "wh_outbox", ACL_INSERT},
-        {"dedup_insert_many", "wh_message_deduplication", ACL_INSERT},
-        {"retry_dead_letters", "wh_dead_letters", ACL_UPDATE},
-        {"queues", "wh_inbox_work", ACL_SELECT},
-        {"queues", "wh_outbox_work", ACL_SELECT},
-        {"peek", "wh_inbox_work", ACL_SELECT},
-        {"peek", "wh_outbox_work", ACL_SELECT},
-        {"perform_maintenance", "wh_message_deduplication", ACL_DELETE},
-        {"perform_maintenance", "wh_inbox", ACL_DELETE},
-        {"perform_maintenance", "wh_outbox", ACL_DELETE},
-        {"_maintenance_batch", "wh_message_deduplication", ACL_DELETE},
-        {"_maintenance_batch", "wh_inbox", ACL_DELETE},
-        {"_maintenance_batch", "wh_outbox", ACL_DELETE},
-    };
-    for (const Need& n : needs)
-        if (strcmp(n.function, function) == 0) require_table_privilege(n.table, n.mode);
-}
-
 bool on_shard_takes_shard_anchors() {
     static bool registered = false;
     pg_call([&] {
@@ -351,11 +319,12 @@ uint64 routed_call(int partition, const char* function, const std::vector<Oid>& 
         }
     }
     // The caller's privileges were checked once, here on the coordinator: PostgreSQL checked
-    // EXECUTE on the whizbang function it called. The router query, the connections Citus opens
-    // for it (per user) and the code on the nodes then run as the owner, so an application role
-    // needs no privilege on the nodes, none on the routing rows (wh_partitions) and none on
-    // whizbang._on_shard, which alone can choose a node's lease token.
-    if (!local) require_caller_privileges(function);
+    // EXECUTE on the whizbang function it called, and its entry what the function needs of the
+    // tables, from the table one server checks too (pg/boundary/required_privileges.h). The
+    // router query, the connections Citus opens for it (per user) and the code on the nodes then
+    // run as the owner, so an application role needs no privilege on the nodes, none on the
+    // routing rows (wh_partitions) and none on whizbang._on_shard, which alone can choose a
+    // node's lease token.
     std::optional<AsExtensionOwner> owner;
     if (!local) owner.emplace();
     try {

@@ -11,6 +11,7 @@
 #include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
 #include "pg/citus/work_route.h"
+#include "pg/boundary/required_privileges.h"
 
 extern "C" {
 #include "executor/spi.h"
@@ -123,11 +124,8 @@ void route_outcomes(FunctionCallInfo fcinfo, const char* function, Source source
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
     if (!in_node_scope()) {
-        // The caller's rights on the source's work state, as one server's statements would check
-        // them (the nodes run as the owner): completion and cancelling delete, the others update.
-        const bool deletes = strcmp(function, "complete_work") == 0 || strcmp(function, "cancel_work") == 0;
-        require_table_privilege(source == Source::outbox ? "wh_outbox_work" : "wh_inbox_work",
-                                deletes ? ACL_DELETE : ACL_UPDATE);
+        // The caller's rights were checked by the entry, from the table one server checks too
+        // (required_privileges.h); the nodes run as the owner.
         if (std::optional<std::vector<int>> known =
                 claimed_partitions(source, source == Source::outbox ? std::string() : consumer, ids)) {
             // Every id was handed out by a claim through this server: to the nodes that hold them only.
@@ -203,7 +201,6 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
     SpiConnection spi;
     int done = 0;
     if (!in_node_scope()) {
-        require_table_privilege("wh_outbox_work", ACL_DELETE);  // what one server's delete checks
         if (std::optional<std::vector<int>> known = claimed_partitions(Source::outbox, "", ids)) {
             // Every id was handed out by a claim through this server: to the nodes that hold them only.
             for (const auto& [node, positions] : routing_groups(*known)) {
@@ -242,7 +239,7 @@ int route_published(FunctionCallInfo fcinfo, const std::vector<core::Uuid>& ids)
 }
 
 int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>& ids) {
-    static CachedPlan holders("SELECT d.dead_letter_id, d.partition_number FROM whizbang.wh_dead_letters d"
+    static CachedPlan holders("SELECT d.dead_letter_id, d.partition_number, d.source FROM whizbang.wh_dead_letters d"
                               " WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY ($1)",
                               {INT8ARRAYOID});
     const std::vector<Oid> types = argument_types(fcinfo);
@@ -253,12 +250,25 @@ int route_dead_letter_retry(FunctionCallInfo fcinfo, const std::vector<int64_t>&
         found_ids = ids;
         partitions = given;
     } else {
-        uint64 rows = holders.execute({int8_array(ids)});
+        // Read as the owner, like the routed parts: the caller's SELECT on wh_dead_letters was
+        // checked by the entry, and a read as the caller could not see placements that the owner's
+        // routed work changed earlier in this transaction (Citus refuses that: 25001).
+        const Datum wanted = int8_array(ids);
+        uint64 rows = 0;
+        {
+            AsExtensionOwner owner;
+            rows = holders.execute({wanted});
+        }
+        CallShape found;
         for (uint64 r = 0; r < rows; ++r) {
             bool isnull = false;
             found_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
             partitions.push_back(DatumGetInt32(spi_value(r, 2, &isnull)));
+            (text_from_datum(spi_value(r, 3, &isnull)) == "inbox" ? found.inbox : found.outbox) = true;
         }
+        // What storing them back needs of the caller, as one server checks it (the nodes run as
+        // the owner).
+        if (!in_node_scope()) require_privileges("retry_dead_letters", found);
     }
     int done = 0;
     for (const auto& [shard, positions] : routing_groups(partitions)) {

@@ -25,6 +25,7 @@
 #include "pg/citus/claim_memory.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/wait/work_wait.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -262,17 +263,10 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     } else {
         for (int anchor : routing_anchors()) parts.emplace_back(anchor, std::vector<int>{});
     }
-    // The caller's rights, checked here (the nodes run as the owner): the source's work state must
-    // be the caller's to update, and a claim without p_source takes the outbox only where it may,
-    // as on one server.
+    // The caller's rights were checked by the entry (the nodes run as the owner); a claim without
+    // p_source takes the outbox only where the caller may update it, as on one server.
     std::optional<Datum> only_inbox;
-    if (!PG_ARGISNULL(1)) {
-        require_table_privilege(text_from_datum(PG_GETARG_DATUM(1)) == "outbox" ? "wh_outbox_work" : "wh_inbox_work",
-                                ACL_UPDATE);
-    } else {
-        require_table_privilege("wh_inbox_work", ACL_UPDATE);
-        if (!has_table_privilege("wh_outbox_work", ACL_UPDATE)) only_inbox = text_datum("inbox");
-    }
+    if (PG_ARGISNULL(1) && !has_table_privilege("wh_outbox_work", ACL_UPDATE)) only_inbox = text_datum("inbox");
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     const int64_t token = coordinator_lease_token();  // one token for the whole claim, as on one server
     // Each claim starts at another node (and, on a node, another shard) so that none waits
@@ -407,6 +401,11 @@ WB_ROUTED_FUNCTION(wb_claim_work, by_partition) {
             OidIsValid(outbox) && pg_call([outbox] { return pg_class_aclcheck(outbox, GetUserId(), ACL_UPDATE); }) == ACLCHECK_OK;
         sources = with_outbox ? std::vector<Source>{Source::inbox, Source::outbox} : std::vector<Source>{Source::inbox};
     }
+    // What the sources claimed from need (required_privileges.h), checked before anything is
+    // claimed, here and on a coordinator alike (whose parts run as the owner on the nodes).
+    CallShape shape;
+    for (Source s : sources) (s == Source::inbox ? shape.inbox : shape.outbox) = true;
+    require_privileges("claim_work", shape);
     const int max_rows = c.max_rows;
     int looks = 0;
     // One look: time passes while a claim waits, so each look is p_now plus the time waited.

@@ -24,6 +24,7 @@
 #include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -443,6 +444,7 @@ using namespace whizbang::pg;
 WB_ROUTED_FUNCTION(wb_perform_maintenance, every_node) {
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
+    require_privileges("perform_maintenance");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     TaskRun runs[kTaskCount];
     if (must_route()) {

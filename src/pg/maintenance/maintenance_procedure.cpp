@@ -22,6 +22,7 @@
 #include "pg/citus/citus_route.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/maintenance/maintenance.h"
+#include "pg/boundary/required_privileges.h"
 
 extern "C" {
 #include "funcapi.h"
@@ -153,6 +154,7 @@ WB_ROUTED_FUNCTION(wb_run_maintenance, every_node) {
                        "transaction with SELECT * FROM whizbang.perform_maintenance().");
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
     const int batch = positive_int_arg(fcinfo, 1, "p_batch_size");
+    require_privileges("run_maintenance");
     TaskRun runs[kTaskCount];
     if (must_route()) {
         // A distributed install: shard by shard, and on each shard batch by batch, each in a

@@ -18,6 +18,7 @@
 #include "pg/lease/lease_store.h"
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -95,6 +96,10 @@ WB_ROUTED_FUNCTION(wb_peek, every_node) {
     if (!PG_ARGISNULL(1)) consumer = consumer_arg(fcinfo, 1);
     const int limit = positive_int_arg(fcinfo, 2, "p_limit");
     const TimestampTz now = timestamptz_arg(fcinfo, 3, "p_now");
+    CallShape shape;  // one source, or both
+    shape.inbox = !source || *source == Source::inbox;
+    shape.outbox = !source || *source == Source::outbox;
+    require_privileges("peek", shape);
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;

@@ -14,6 +14,7 @@
 #include "pg/lease/lease_store.h"
 #include "pg/ops/queues.h"
 #include "pg/boundary/spi.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -128,6 +129,7 @@ using namespace whizbang::pg;
 // oldest_pending_seconds)
 WB_ROUTED_FUNCTION(wb_queues, every_node) {
     const TimestampTz now = timestamptz_arg(fcinfo, 0, "p_now");
+    require_privileges("queues");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;

@@ -11,6 +11,8 @@
 #include "pg/boundary/spi.h"
 #include "pg/store/generations.h"
 #include "pg/wait/work_wait.h"
+#include "pg/boundary/required_privileges.h"
+#include "pg/boundary/owner.h"
 
 namespace whizbang::pg {
 namespace {
@@ -67,7 +69,11 @@ CachedPlan distributed_keys_plan(
     "      AND result_expires_at OPERATOR(pg_catalog.<=) $1)",
     {TIMESTAMPTZOID});
 
-CachedPlan oldest_legacy_plan("SELECT pg_catalog.min(first_seen_at) FROM whizbang.wh_message_deduplication_legacy", {});
+// Through the parent, pruned to the records before $1 (the legacy generation's end): a role
+// granted SELECT on the dedup table (grant_admin's monitor) holds nothing on its generations.
+CachedPlan oldest_legacy_plan("SELECT pg_catalog.min(d.first_seen_at) FROM whizbang.wh_message_deduplication d"
+                              " WHERE d.first_seen_at OPERATOR(pg_catalog.<) $1",
+                              {TIMESTAMPTZOID});
 
 // stats()' table metrics on a distributed install, in the single server's order: the work
 // metrics from every shard's queues() (routed_queue_counts), the key metrics from aggregates.
@@ -96,6 +102,10 @@ void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
                            "idempotency_in_progress", "idempotency_completed", "idempotency_tombstones"};
     std::vector<bool> unknown(metrics.size(), false);
     if (unreachable == 0) {
+        // As the owner, like the routed parts (the entry checked the caller's SELECT on the
+        // counted tables): Citus would not let the caller read placements that the owner's
+        // routed work changed earlier in the same transaction (25001).
+        AsExtensionOwner owner;
         distributed_keys_plan.execute({TimestampTzGetDatum(now)});
         for (int c = 0; c < 6; ++c) {
             bool isnull = false;
@@ -135,6 +145,7 @@ using namespace whizbang::pg;
 
 // stats() RETURNS TABLE(metric text, value bigint)
 WB_ROUTED_FUNCTION(wb_stats, every_node) {
+    require_privileges("stats");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     SpiConnection spi;
@@ -166,7 +177,7 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
         if (!bounds.empty()) {
             TimestampTz oldest = bounds.front().start;
             if (oldest == INT64_MIN) {
-                oldest_legacy_plan.execute({});
+                oldest_legacy_plan.execute({TimestampTzGetDatum(bounds.front().end)});
                 bool isnull = false;
                 Datum d = spi_value(0, 1, &isnull);
                 oldest = isnull ? now : DatumGetTimestampTz(d);

@@ -9,6 +9,7 @@
 #include "pg/boundary/spi.h"
 #include "pg/citus/work_route.h"
 #include "pg/store/work_store.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -53,6 +54,7 @@ WB_ROUTED_FUNCTION(wb_retry_dead_letters, by_lookup) {
             throw SqlError(ERRCODE_NULL_VALUE_NOT_ALLOWED, "p_dead_letter_ids[" + std::to_string(i + 1) + "] must not be null");
         wanted.push_back(*(*ids)[i]);
     }
+    require_privileges("retry_dead_letters");
     if (must_route()) PG_RETURN_INT32(route_dead_letter_retry(fcinfo, wanted));
     SpiConnection spi;
     uint64 rows = dead_letters_plan.execute({int8_array(wanted)});
@@ -86,6 +88,10 @@ WB_ROUTED_FUNCTION(wb_retry_dead_letters, by_lookup) {
         g.messages.push_back(std::move(m));
         g.dead_letter_ids.push_back(DatumGetInt64(spi_value(r, 1, &isnull)));
     }
+    // What storing them back needs, for the sources of the dead letters named.
+    CallShape found;
+    for (const auto& [key, g] : groups) (key.first == Source::inbox ? found.inbox : found.outbox) = true;
+    require_privileges("retry_dead_letters", found);
     std::set<std::pair<core::Uuid, std::string>> present;
     {
         std::vector<core::Uuid> ids;

@@ -21,6 +21,7 @@
 #include "pg/store/generations.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -159,6 +160,40 @@ void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
     }
 }
 
+// Whether the record of (consumer, id) is there for a snapshot taken now: a record the native
+// insertion met on the unique index but this transaction's statements cannot see was either
+// committed by a concurrent transaction after this one's snapshot (REPEATABLE READ,
+// SERIALIZABLE) or removed since. Asked on the way to an error only.
+bool recorded_now(Datum consumer, const core::Uuid& id) {
+    return pg_call([&] {
+        Oid types[2] = {TEXTOID, UUIDOID};
+        SPIPlanPtr plan = SPI_prepare("SELECT 1 FROM whizbang.wh_message_deduplication d"
+                                      " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) $2",
+                                      2, types);
+        if (plan == nullptr) elog(ERROR, "whizbang: could not prepare the record's look-up");
+        Datum values[2] = {consumer, PointerGetDatum(id.data())};
+        const int rc = SPI_execute_snapshot(plan, values, nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
+        const bool found = rc == SPI_OK_SELECT && SPI_processed > 0;
+        SPI_freeplan(plan);
+        return found;
+    });
+}
+
+// The 40001 of a record that is not there for this transaction, saying which of the two it was.
+[[noreturn]] void record_not_visible(Datum consumer, const core::Uuid& id) {
+    if (recorded_now(consumer, id))
+        throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                       "could not record message id: a concurrent transaction recorded it after this transaction's "
+                       "snapshot was taken",
+                       "The record was committed by another transaction that this REPEATABLE READ or SERIALIZABLE "
+                       "transaction cannot see, so the delivery cannot be counted as a duplicate here.",
+                       "Retry the transaction: the retry answers duplicate.");
+    throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                   "could not record message id: its record was removed by a concurrent transaction",
+                   "Maintenance dropped or moved the record's generation while this transaction recorded it.",
+                   "Retry the transaction.");
+}
+
 // upsert_on_record for a table in generations. With `locked` (the SQL path, stores take turns)
 // ids not on record are inserted here; else the native insertion saw every recording id it
 // left here on record, so one missing now was deleted meanwhile: the caller retries.
@@ -214,10 +249,7 @@ void update_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
         core::StoredKey& s = stored[which[i]];
         s.inserted = true;  // a lookup not on record reads as "inserted", as the upsert's; never written
         if (key.recording_element < 0) continue;
-        if (!locked)
-            throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
-                           "could not record message id: its record was removed by a concurrent transaction",
-                           "", "Retry the transaction.");
+        if (!locked) record_not_visible(consumer, key.id);
         if (key.fingerprint) s.fingerprint = *key.fingerprint;
         new_ids.push_back(key.id);
         new_counts.push_back(key.observations);
@@ -385,6 +417,9 @@ WB_ROUTED_FUNCTION(wb_dedup_insert, by_message) {
     require_not_null(fcinfo, 0, "p_message_id");
     std::string consumer = consumer_arg(fcinfo, 1);
     TimestampTz now = timestamptz_arg(fcinfo, 4, "p_now");
+    CallShape shape;
+    shape.sent_at = !PG_ARGISNULL(3);
+    require_privileges("dedup_insert", shape);
     if (must_route()) {
         std::optional<std::vector<std::optional<std::string>>> fingerprint;
         std::optional<std::vector<std::optional<TimestampTz>>> sent;
@@ -422,6 +457,9 @@ WB_ROUTED_FUNCTION(wb_dedup_insert_many, by_message) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (ids.empty()) return (Datum)0;
+    CallShape shape;
+    shape.sent_at = sent_at.has_value();
+    require_privileges("dedup_insert_many", shape);
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
 
     if (must_route()) {

@@ -14,6 +14,7 @@
 #include "pg/citus/shard_scope.h"
 #include "pg/boundary/spi.h"
 #include "pg/store/work_store.h"
+#include "pg/boundary/required_privileges.h"
 
 namespace whizbang::pg {
 namespace {
@@ -65,6 +66,9 @@ WB_ROUTED_FUNCTION(wb_store_inbox_messages, by_message) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
+    CallShape shape;
+    shape.instance = o.instance.has_value();
+    require_privileges("store_inbox_messages", shape);
     if (must_route()) {
         route_messages(fcinfo, "store_inbox_messages", messages, o.partition_count, RoutedRows::new_only);
         return (Datum)0;
@@ -100,6 +104,7 @@ WB_ROUTED_FUNCTION(wb_inbox_receive, by_message) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
+    require_privileges("inbox_receive");
     if (must_route()) {
         route_messages(fcinfo, "inbox_receive", messages, o.partition_count, RoutedRows::one_per_input);
         return (Datum)0;

@@ -7,6 +7,7 @@
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
 #include "pg/store/work_store.h"
+#include "pg/boundary/required_privileges.h"
 
 using namespace whizbang;
 using namespace whizbang::pg;
@@ -25,6 +26,9 @@ WB_ROUTED_FUNCTION(wb_store_outbox_messages, by_message) {
 
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (messages.empty()) return (Datum)0;
+    CallShape shape;
+    shape.instance = o.instance.has_value();
+    require_privileges("store_outbox_messages", shape);
     if (must_route()) {
         // The relays listen on the coordinator: the wake-up is sent from here.
         std::size_t created =
