@@ -41,6 +41,7 @@ class Block:
         self.line = line          # 1-based line of its opening fence / comment in the page
         self.text = text
         self.shown = None         # shown output lines, or None
+        self.shown_at = None      # (first, last) 0-based lines of the shown output in the page
         self.skip = None          # reason, or None
 
 
@@ -100,6 +101,7 @@ def parse(path):
                 last_sql = b
             elif info in ('', 'text') and last_sql is not None and last_sql.shown is None:
                 last_sql.shown = body
+                last_sql.shown_at = (i + 1, j - 1)
                 last_sql = None
             else:
                 last_sql = None
@@ -150,7 +152,7 @@ def matches(shown, got):
 MARK = '<<<docs-test block {}>>>'
 
 
-def run_page(path, store, keep):
+def run_page(path, store, keep, fill=False):
     blocks, stores, page_skip = parse(path)
     name = os.path.relpath(path)
     if page_skip:
@@ -178,17 +180,22 @@ def run_page(path, store, keep):
     db = 'docs_' + re.sub(r'\W', '_', os.path.splitext(os.path.basename(path))[0]).lower()
     psql(['-q', '-d', 'postgres', '-c', f'DROP DATABASE IF EXISTS {db}'])
     r = psql(['-q', '-v', 'ON_ERROR_STOP=1', '-d', 'postgres', '-c', f'CREATE DATABASE {db}'])
-    r2 = r.returncode == 0 and psql(['-q', '-v', 'ON_ERROR_STOP=1', '-d', db, '-c', 'CREATE EXTENSION whizbang'])
+    # The extension is there already, unless the page creates it itself (README.md, inbox.md).
+    creates = any(re.search(r'^\s*CREATE\s+EXTENSION\s+(IF\s+NOT\s+EXISTS\s+)?whizbang\b', b.text, re.I | re.M)
+                  for b in blocks if not b.skip)
+    r2 = r.returncode == 0 and psql(['-q', '-v', 'ON_ERROR_STOP=1', '-d', db, '-c',
+                                     'SELECT 1' if creates else 'CREATE EXTENSION whizbang'])
     if r.returncode != 0 or not r2 or r2.returncode != 0:
         print(f'FAIL {name} ({store}): could not create the database: {r.stderr}{r2 and r2.stderr}')
         return False, skipped
     # One session for the whole page, errors (stderr) merged into the output in order.
-    run = subprocess.run(['psql', '-X', '-d', db], input='\n'.join(script) + '\n', text=True,
+    # -q: no command tags (BEGIN, INSERT 0 1), so that shown outputs are the results only.
+    run = subprocess.run(['psql', '-X', '-q', '-d', db], input='\n'.join(script) + '\n', text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     if not keep:
         psql(['-q', '-d', 'postgres', '-c', f'DROP DATABASE IF EXISTS {db}'])
     # The output of each block: between its mark and the next one.
-    parts, current = {}, None
+    parts, current, fills = {}, None, []
     for line in run.stdout.split('\n'):
         m = re.match(r'^<<<docs-test block (\w+)>>>$', line)
         if m:
@@ -209,6 +216,9 @@ def run_page(path, store, keep):
             break
         if b.shown is None:
             continue
+        if fill and [l.strip() for l in b.shown] == ['FILL']:
+            fills.append((b.shown_at, got))
+            continue
         shown = normalise(b.shown)
         if not matches(shown, got):
             diff = difflib.unified_diff(shown, got, 'shown', 'psql printed', lineterm='', n=2)
@@ -216,6 +226,14 @@ def run_page(path, store, keep):
                             + '\n    '.join(diff))
     if run.returncode != 0 and 'end' in parts:
         problems.append(f'{name}: psql exited with {run.returncode}')
+    if fills:
+        # A writer's aid (--fill): shown outputs written as the single line FILL get what psql
+        # printed. Read what it wrote before committing it.
+        lines = open(path, encoding='utf-8').read().split('\n')
+        for (first, last), got in sorted(fills, reverse=True):
+            lines[first:last + 1] = got
+        open(path, 'w', encoding='utf-8').write('\n'.join(lines))
+        print(f'filled {len(fills)} shown output(s) in {name}')
     if problems:
         print(f'FAIL {name} ({store})')
         for p in problems:
@@ -226,14 +244,18 @@ def run_page(path, store, keep):
 
 
 def main():
+    # Timestamps print in UTC, as every page shows them.
+    os.environ['PGTZ'] = 'UTC'
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--store', choices=STORES, required=True, help='the lease store of the server')
     ap.add_argument('--keep', action='store_true', help='keep each page\'s database')
+    ap.add_argument('--fill', action='store_true',
+                    help='write what psql printed into shown outputs that read just FILL (a writer\'s aid)')
     ap.add_argument('pages', nargs='+')
     a = ap.parse_args()
     failed = skipped = 0
     for p in a.pages:
-        ok, s = run_page(p, a.store, a.keep)
+        ok, s = run_page(p, a.store, a.keep, a.fill)
         failed += not ok
         skipped += s
     return 1 if failed else 0
