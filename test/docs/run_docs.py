@@ -169,7 +169,8 @@ def run_page(path, store, keep, fill=False):
             continue
         if b.kind == 'sql' and unterminated(b.text):
             problems.append(f'{name}:{b.line}: the block ends without ";" (psql would join it to the next one)')
-        expect_error = b.shown is not None and any(re.match(r'^(psql:\S+ )?ERROR:', l) for l in b.shown)
+        expect_error = b.shown is not None and (any(re.match(r'^(psql:\S+ )?ERROR:', l) for l in b.shown)
+                                                or (fill and [l.strip() for l in b.shown] == ['FILL']))
         script.append('\\echo ' + MARK.format(n))
         if expect_error:
             script.append('\\set ON_ERROR_STOP 0')
