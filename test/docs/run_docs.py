@@ -22,6 +22,7 @@ The conventions of a page (all in HTML comments, which a reader of the rendered 
   -->                       hidden SQL, run where it stands (its output is not compared).
   <!-- docs-test skip: REASON -->  right before a ```sql block: the block is not run (counted).
   <!-- docs-test stores: table -->  the page runs on these lease stores only (default: both).
+  <!-- docs-test store: shared_memory -->  right before a ```sql block: it runs on that store only.
   <!-- docs-test page-skip: REASON -->  the page is not run at all.
 """
 import argparse
@@ -43,19 +44,20 @@ class Block:
         self.shown = None         # shown output lines, or None
         self.shown_at = None      # (first, last) 0-based lines of the shown output in the page
         self.skip = None          # reason, or None
+        self.store = None         # the only lease store it runs on, or None: every store
 
 
 def parse(path):
     """The page's blocks in order, its stores, and its page-skip reason."""
     lines = open(path, encoding='utf-8').read().split('\n')
     blocks, stores, page_skip = [], list(STORES), None
-    pending_skip = None
+    pending_skip = pending_store = None
     last_sql = None               # the sql block an output block may follow
     i = 0
     while i < len(lines):
         line = lines[i]
         stripped = line.strip()
-        m = re.match(r'<!--\s*docs-test\s+(setup|skip|stores|page-skip)\b:?(.*)$', stripped)
+        m = re.match(r'<!--\s*docs-test\s+(setup|skip|stores|store|page-skip)\b:?(.*)$', stripped)
         if m:
             kind, rest = m.group(1), m.group(2)
             if kind == 'setup':
@@ -78,6 +80,10 @@ def parse(path):
                 if not arg:
                     raise SystemExit(f'{path}:{i + 1}: docs-test skip needs a reason')
                 pending_skip = arg
+            elif kind == 'store':
+                if arg not in STORES:
+                    raise SystemExit(f'{path}:{i + 1}: unknown lease store {arg!r}: use one of {STORES}')
+                pending_store = arg
             elif kind == 'page-skip':
                 page_skip = arg or 'no reason given'
             else:
@@ -97,6 +103,7 @@ def parse(path):
             if info == 'sql':
                 b = Block('sql', i + 1, '\n'.join(body))
                 b.skip, pending_skip = pending_skip, None
+                b.store, pending_store = pending_store, None
                 blocks.append(b)
                 last_sql = b
             elif info in ('', 'text') and last_sql is not None and last_sql.shown is None:
@@ -162,6 +169,9 @@ def run_page(path, store, keep, fill=False):
         return True, 0
     problems, skipped = [], 0
     script = ['\\set ON_ERROR_STOP 1']
+    # A block for one lease store only runs in that store's cluster (it is no skip: the other
+    # cluster runs it).
+    blocks = [b for b in blocks if b.store in (None, store)]
     for n, b in enumerate(blocks):
         if b.skip:
             skipped += 1
