@@ -136,6 +136,10 @@ def psql(args, **kw):
     return subprocess.run(['psql', '-X'] + args, capture_output=True, text=True, **kw)
 
 
+def roles_now():
+    return set(psql(['-qAt', '-d', 'postgres', '-c', 'SELECT rolname FROM pg_roles']).stdout.split())
+
+
 def normalise(lines):
     out = [l.rstrip() for l in lines]
     while out and not out[0]:
@@ -190,6 +194,7 @@ def run_page(path, store, keep, fill=False):
     script.append('\\echo ' + MARK.format('end'))
     db = 'docs_' + re.sub(r'\W', '_', os.path.splitext(os.path.basename(path))[0]).lower()
     psql(['-q', '-d', 'postgres', '-c', f'DROP DATABASE IF EXISTS {db}'])
+    roles = roles_now()
     r = psql(['-q', '-v', 'ON_ERROR_STOP=1', '-d', 'postgres', '-c', f'CREATE DATABASE {db}'])
     # The extension is there already, unless the page creates it itself (README.md, inbox.md).
     creates = any(re.search(r'^\s*CREATE\s+EXTENSION\s+(IF\s+NOT\s+EXISTS\s+)?whizbang\b', b.text, re.I | re.M)
@@ -204,7 +209,11 @@ def run_page(path, store, keep, fill=False):
     run = subprocess.run(['psql', '-X', '-q', '-d', db], input='\n'.join(script) + '\n', text=True,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     if not keep:
+        # The database, and the roles the page created (roles belong to the cluster, and the
+        # next page may create the same ones).
         psql(['-q', '-d', 'postgres', '-c', f'DROP DATABASE IF EXISTS {db}'])
+        for role in sorted(roles_now() - roles):
+            psql(['-q', '-d', 'postgres', '-c', f'DROP ROLE "{role}"'])
     # The output of each block: between its mark and the next one.
     parts, current, fills = {}, None, []
     for line in run.stdout.split('\n'):
