@@ -3,10 +3,11 @@
 into psql, and compares the output a page shows with what psql printed (docs/testing.md, "The
 docs test").
 
-    run_docs.py --store table|shared_memory [--keep] PAGE.md...
+    run_docs.py --store table|shared_memory [--keep] [--fill] PAGE.md...
 
-For each page that runs on the given lease store: a fresh database (CREATE EXTENSION whizbang),
-then ONE psql session (psql -X, input on stdin, as if pasted, ON_ERROR_STOP on) that runs the
+For each page that runs on the given lease store: a fresh database (CREATE EXTENSION whizbang,
+unless the page creates it itself), then ONE psql session (psql -X -q, input on stdin, as if
+pasted, ON_ERROR_STOP on, PGTZ=UTC) that runs the
 page's hidden set-up blocks and sql blocks in page order. Prints one line per page, "ok   PAGE
 (store)" or "FAIL PAGE (store)" followed by what differed, and "skip PAGE ..." for skipped blocks
 and pages; exits 1 when a page failed. The server to use is the one libpq's environment names
