@@ -32,6 +32,10 @@ SELECT message_id, observation_count, conflict_count
 -- Consumers are separate scopes.
 SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-000000000001', 'shipping');
 
+-- A store makes the dedup generation of its p_now only up to one period ahead of the clock, and
+-- none that would already have left the window (0.13.0): the generations of this file's
+-- simulated day are made first, as an application simulating another time would.
+SELECT count(*) > 0 AS generations_made FROM whizbang.perform_maintenance(p_now => '2026-03-01 00:00:00Z');
 -- Older than the retention window (30 days): expired, and nothing is recorded ...
 SELECT whizbang.dedup_insert('0190a1b2-0000-7000-8000-000000000020', 'replay',
                              p_sent_at => '2026-01-01 00:00+00', p_now => '2026-03-01 00:00+00');

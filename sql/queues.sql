@@ -3,6 +3,10 @@
 SET client_min_messages = warning;
 \set SHOW_CONTEXT never
 
+-- A store makes the dedup generation of its p_now only up to one period ahead of the clock, and
+-- none that would already have left the window (0.13.0): the generations of this file's
+-- simulated day are made first, as an application simulating another time would.
+SELECT count(*) > 0 AS generations_made FROM whizbang.perform_maintenance(p_now => '2030-01-01 00:00:00Z');
 -- queues_a at 2030-01-01 00:00: 1 (no stream); stream 5e...01: 2 due at 00:05 (a retry, say),
 -- 3 behind it; 4 due in an hour; 5 pre-leased until 01:00. queues_b: 6, dead-lettered.
 SELECT count(*) AS stored FROM whizbang.store_inbox_messages('[

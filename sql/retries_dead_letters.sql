@@ -27,6 +27,10 @@ CREATE FUNCTION pg_temp.fail(p_message_id uuid, p_now timestamptz, p_consumer te
 INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES
   ('max_attempts', '3'), ('retry_base_seconds', '10'), ('retry_max_seconds', '300');
 
+-- A store makes the dedup generation of its p_now only up to one period ahead of the clock, and
+-- none that would already have left the window (0.13.0): the generations of this file's
+-- simulated day are made first, as an application simulating another time would.
+SELECT count(*) > 0 AS generations_made FROM whizbang.perform_maintenance(p_now => '2030-04-01 00:00:00Z');
 -- r1 and r2 of one stream. Delivery 1 of r1 fails: retry_scheduled 7.5 to 10 s later, the
 -- error kept; r2 waits behind the retry.
 SELECT count(*) AS stored FROM whizbang.store_inbox_messages('[

@@ -26,6 +26,10 @@ SELECT setting_key, setting_value, value_type FROM whizbang.wh_settings
  WHERE setting_key IN ('dedup_retention_days', 'replay_policy', 'outbox_notify') ORDER BY setting_key;
 SELECT setting_key, value, is_default FROM whizbang.settings
  WHERE setting_key IN ('dedup_retention_days', 'replay_policy', 'outbox_notify') ORDER BY setting_key;
+-- A store makes the dedup generation of its p_now only up to one period ahead of the clock, and
+-- none that would already have left the window (0.13.0): the generations of this file's
+-- simulated day are made first, as an application simulating another time would.
+SELECT count(*) > 0 AS generations_made FROM whizbang.perform_maintenance(p_now => '2030-03-02 00:00:00Z');
 -- A change applies from the next statement on: with a retention of 90
 -- days, a message sent 60 days ago is new, not expired.
 SELECT whizbang.dedup_insert('2b000000-0000-7000-8000-000000000001', 'settings_replay',
