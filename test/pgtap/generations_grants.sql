@@ -2,7 +2,7 @@
 -- generations as the extension's owner (DDL the caller could not run); it drops records with
 -- them, so the caller must hold what the row purge of a single table needs: DELETE on
 -- whizbang.wh_message_deduplication. Checked first, for the calling role; refused with 42501 and
--- a hint naming grant_admin, nothing dropped.
+-- a hint naming grant_admin, nothing dropped (by the table of required privileges, at the entry).
 BEGIN;
 SELECT plan(5);
 
@@ -20,7 +20,7 @@ REVOKE DELETE ON whizbang.wh_message_deduplication FROM wb_gen_no_delete;
 -- 60 days on, the generation of now has left the window.
 SET LOCAL ROLE wb_gen_no_delete;
 SELECT throws_ok($$SELECT * FROM whizbang.perform_maintenance(now() + interval '60 days')$$, '42501',
-                 'permission denied for table whizbang.wh_message_deduplication',
+                 'permission denied for table wh_message_deduplication',
                  'without DELETE on the dedup table: 42501');
 RESET ROLE;
 SELECT is((SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'grants'), 1::bigint,
