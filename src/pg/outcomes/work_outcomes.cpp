@@ -51,12 +51,16 @@ CachedPlan delete_done_plans[2] = {
                "DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id",
                {TEXTOID, UUIDARRAYOID})};
 
+// Debug mode keeps completed rows, with the delivery count of the completed delivery ($4, one
+// per id): the table store's claim wrote it into the row already, the shared-memory store's
+// claim wrote nothing (it is in the lease), so both stores leave the same row.
 WorkPlan mark_done_plan(
-    "UPDATE whizbang.wh_inbox_work SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
-    "  lease_expiry = NULL"
-    " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)"
-    "   AND processed_at IS NULL",
-    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
+    "UPDATE whizbang.wh_inbox_work w SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
+    "  lease_expiry = NULL, attempts = pg_catalog.greatest(w.attempts, u.attempts)"
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($4)) AS u(id, attempts)"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id"
+    "   AND w.processed_at IS NULL",
+    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID});
 
 WorkPlan retry_plan(
     "UPDATE whizbang.wh_inbox_work w"
@@ -348,13 +352,16 @@ WB_ROUTED_FUNCTION(wb_complete_work, by_claimed_id) {
     SpiConnection spi;
     find_named(n);
     std::vector<core::Uuid> done;
-    auto outcomes = decide_all(n, true, [&](std::size_t i, Row&) {
+    std::vector<int> done_attempts;
+    auto outcomes = decide_all(n, true, [&](std::size_t i, Row& row) {
         done.push_back(n.ids[i]);
+        done_attempts.push_back(row.attempts);
         return Outcome{"completed", std::nullopt};
     });
     if (!done.empty()) {
         if (setting_bool("debug_mode"))
-            mark_done_plan[n.source].execute({n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now)});
+            mark_done_plan[n.source].execute(
+                {n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now), int4_array(done_attempts)});
         else
             delete_done_plans[static_cast<int>(n.source)].execute({n.consumer_datum, uuid_array(done)});
     }
