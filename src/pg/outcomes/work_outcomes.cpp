@@ -53,10 +53,11 @@ CachedPlan delete_done_plans[2] = {
 
 // Debug mode keeps completed rows, with the delivery count of the completed delivery ($4, one
 // per id): the table store's claim wrote it into the row already, the shared-memory store's
-// claim wrote nothing (it is in the lease), so both stores leave the same row.
+// claim wrote nothing (it is in the lease), so both stores leave the same row. (GREATEST is
+// syntax, not a function: no search_path is involved.)
 WorkPlan mark_done_plan(
     "UPDATE whizbang.wh_inbox_work w SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
-    "  lease_expiry = NULL, attempts = pg_catalog.greatest(w.attempts, u.attempts)"
+    "  lease_expiry = NULL, attempts = GREATEST(w.attempts, u.attempts)"
     "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($4)) AS u(id, attempts)"
     " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id"
     "   AND w.processed_at IS NULL",
