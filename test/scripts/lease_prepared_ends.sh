@@ -65,6 +65,19 @@ $( [ "$1" = commit ] && echo "COMMIT PREPARED 'end_$1_$2';" || echo "ROLLBACK PR
 SQL
 }
 
+# prepare_completion GID CONSUMER LEASE_SECONDS [END]: claims one row of CONSUMER (a lease of
+# LEASE_SECONDS) and completes it in a transaction prepared as GID; END ("COMMIT PREPARED ..."),
+# when given, runs after it.
+prepare_completion() {
+  sql >/dev/null <<SQL
+BEGIN;
+SELECT message_id AS mid, lease_token AS tok FROM whizbang.claim_work('$I1', 'inbox', 1, $3, p_consumer => '$2') \\gset
+SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY[:'mid']::uuid[], ARRAY[:tok]::bigint[], '$2');
+PREPARE TRANSACTION '$1';
+${4:-}
+SQL
+}
+
 # --- 1. prepared ends free their slots ----------------------------------------------------------
 want 1 || ROUNDS=0
 bad=0
@@ -104,12 +117,7 @@ if [ "$store" = table ]; then exit "$FAILED"; fi
 check_eq "stats() lease_store_full_claims = 0 (no claim found the table full)" 0 "$(stat lease_store_full_claims)"
 
 # A slot held by a pending prepared transaction is counted, and kept from claims.
-sql >/dev/null <<SQL
-BEGIN;
-SELECT message_id AS mid, lease_token AS tok FROM whizbang.claim_work('$I1', 'inbox', 1, 300, p_consumer => 'p') \\gset
-SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY[:'mid']::uuid[], ARRAY[:tok]::bigint[], 'p');
-PREPARE TRANSACTION 'pending';
-SQL
+prepare_completion pending p 300
 check_eq "stats() lease_store_prepared counts the slot of the pending prepared transaction" 1 "$(stat lease_store_prepared)"
 sql -c "COMMIT PREPARED 'pending'"
 check_eq "stats() lease_store_prepared is 0 once it is committed" "0 0" \
@@ -117,13 +125,7 @@ check_eq "stats() lease_store_prepared is 0 once it is committed" "0 0" \
 
 # --- 2. no slot outlives its xid's commit-log segment ----------------------------------------------
 if want 2; then
-sql >/dev/null <<SQL
-BEGIN;
-SELECT message_id AS mid, lease_token AS tok FROM whizbang.claim_work('$I1', 'inbox', 1, 300, p_consumer => 'p') \\gset
-SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY[:'mid']::uuid[], ARRAY[:tok]::bigint[], 'p');
-PREPARE TRANSACTION 'old';
-COMMIT PREPARED 'old';
-SQL
+prepare_completion old p 300 "COMMIT PREPARED 'old';"
 first_segment=$(sql -c "SELECT min(name) FROM pg_ls_dir('pg_xact') name")
 # 1,100,000 xids, a transaction each (~10 s): a pg_xact segment holds 1,048,576.
 sql <<'SQL'
@@ -185,12 +187,7 @@ if want 5; then
 # nothing (the only row is that one, busy); ROLLBACK PREPARED brings the lease back: the waiter
 # must take the row when it lapses (~2 s), not at the fallback poll.
 sql -c "SELECT count(*) FROM whizbang.store_inbox_messages('[{\"MessageId\":\"0190a1b2-c3d4-7e5f-8a9b-000000000005\",\"HandlerName\":\"h\",\"MessageType\":\"t\",\"Envelope\":{}}]', p_consumer => 'w')" >/dev/null
-sql >/dev/null <<SQL
-BEGIN;
-SELECT message_id AS mid, lease_token AS tok FROM whizbang.claim_work('$I1', 'inbox', 1, 2, p_consumer => 'w') \\gset
-SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY[:'mid']::uuid[], ARRAY[:tok]::bigint[], 'w');
-PREPARE TRANSACTION 'wake';
-SQL
+prepare_completion wake w 2
 start=$(date +%s%N)
 sql -c "SELECT count(*) FROM whizbang.claim_work('00000002-0000-4000-8000-000000000000', 'inbox', 1, 300,
           p_consumer => 'w', p_wait => '20 s')" >/tmp/wb-wake.$$ 2>&1 & waiter=$!
