@@ -23,6 +23,12 @@ BEGIN
   FOREACH t IN ARRAY ARRAY['dedup_plpgsql', 'dedup_plain', 'dedup_upsert', 'dedup_copy'] LOOP
     IF to_regclass('whizbang.wh_message_deduplication') IS NOT NULL THEN
       EXECUTE format('CREATE TABLE bench.%I (LIKE whizbang.wh_message_deduplication INCLUDING ALL)', t);
+      -- Since 0.12.0 the table is partitioned (generations) and has no key of its own: the
+      -- copies get what one generation has.
+      IF (SELECT relkind FROM pg_class WHERE oid = 'whizbang.wh_message_deduplication'::regclass) = 'p' THEN
+        EXECUTE format('ALTER TABLE bench.%I ADD CONSTRAINT %I PRIMARY KEY (message_id, consumer) WITH (fillfactor = 90)',
+                       t, t || '_pkey');
+      END IF;
     ELSE
       EXECUTE format($ddl$
         CREATE TABLE bench.%1$I (
