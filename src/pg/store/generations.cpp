@@ -136,9 +136,9 @@ bool generation_for_store(TimestampTz p_now) {
             const std::string limit = gen::utc_literal(clock + period);
             throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE,
                            "p_now " + gen::utc_literal(p_now) + " lies beyond the dedup generations made ahead",
-                           "A store makes the generation of at most now() plus one period (until " + limit +
+                           "A store makes generations up to one period past the transaction's start (until " + limit +
                                "); maintenance makes the generations ahead of its own p_now.",
-                           "Store with p_now => now() (the default); to simulate a later time, run "
+                           "Store with the default p_now (the current time); to simulate a later time, run "
                            "whizbang.perform_maintenance(p_now => ...) at that time first.");
         }
         case gen::Placement::inside: break;
