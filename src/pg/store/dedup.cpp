@@ -82,8 +82,8 @@ CachedPlan insert_plan(
 // conflicts with the ROW EXCLUSIVE of native stores; readers go on.
 CachedPlan serialize_stores_plan("LOCK TABLE whizbang.wh_message_deduplication IN SHARE ROW EXCLUSIVE MODE", {});
 
-// The SQL path under REPEATABLE READ or SERIALIZABLE: which of the ids to insert a store
-// committed after the transaction's snapshot (read in a snapshot taken after the lock).
+// Whether any of the ids is on record for a snapshot taken now (execute_latest): the SQL path
+// under REPEATABLE READ or SERIALIZABLE, after its lock, and the choice of a 40001's wording.
 CachedPlan recorded_since_snapshot_plan(
     "SELECT d.message_id FROM whizbang.wh_message_deduplication d"
     " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) ANY ($2) LIMIT 1",
@@ -165,18 +165,7 @@ void upsert_on_record(Datum consumer, TimestampTz now, const std::vector<core::D
 // committed by a concurrent transaction after this one's snapshot (REPEATABLE READ,
 // SERIALIZABLE) or removed since. Asked on the way to an error only.
 bool recorded_now(Datum consumer, const core::Uuid& id) {
-    return pg_call([&] {
-        Oid types[2] = {TEXTOID, UUIDOID};
-        SPIPlanPtr plan = SPI_prepare("SELECT 1 FROM whizbang.wh_message_deduplication d"
-                                      " WHERE d.consumer OPERATOR(pg_catalog.=) $1 AND d.message_id OPERATOR(pg_catalog.=) $2",
-                                      2, types);
-        if (plan == nullptr) elog(ERROR, "whizbang: could not prepare the record's look-up");
-        Datum values[2] = {consumer, PointerGetDatum(id.data())};
-        const int rc = SPI_execute_snapshot(plan, values, nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false, 1);
-        const bool found = rc == SPI_OK_SELECT && SPI_processed > 0;
-        SPI_freeplan(plan);
-        return found;
-    });
+    return recorded_since_snapshot_plan.execute_latest({consumer, uuid_array(std::vector<core::Uuid>{id})}) > 0;
 }
 
 // The 40001 of a record that is not there for this transaction, saying which of the two it was.
