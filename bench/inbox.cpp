@@ -3,11 +3,13 @@
 // Three parts, on N long-lived connections (one thread each), in one run on one cluster:
 //
 //   store    whizbang.store_inbox_messages against (a) the seed's PL/pgSQL loop, (b) one plain
-//            set-based statement and (c) COPY of the same rows into the same three tables, at
-//            several batch sizes; every message new, ~1 KB JSON envelopes.
+//            set-based statement and (c) COPY of the same rows into the same tables (three, or
+//            two once the work state is in wh_inbox: g_work_table), at several batch sizes;
+//            every message new, ~1 KB JSON envelopes.
 //   cycle    N clients each loop claim 100 + complete 100 over a pre-loaded inbox: whizbang's
 //            claim_work + complete_work against (r) SELECT ... FOR UPDATE SKIP LOCKED LIMIT 100
-//            + DELETE ... = ANY on the same two tables.
+//            + DELETE ... = ANY on a one-table queue (the message row with the work columns,
+//            issue 31) and (l) the lease model in plain SQL on the same table.
 //   latency  one client: the time of one claim_work(..., 100) call with S pending messages;
 //            after each call the claimed messages are completed and 100 new ones stored
 //            (untimed), so S stays constant. Median of many calls, per S.
@@ -105,6 +107,27 @@ constexpr const char* kDedupCols = "(consumer, message_id)";
 constexpr const char* kInboxCols =
     "(consumer, message_id, handler_name, message_type, envelope, metadata, is_event, sent_at, received_at)";
 constexpr const char* kWorkCols = "(consumer, message_id, partition_number, scheduled_for)";
+// One table (the work columns in the message row): the message's columns, then the work's.
+constexpr const char* kInboxWorkCols =
+    "(consumer, message_id, handler_name, message_type, envelope, metadata, is_event, sent_at, received_at,"
+    " partition_number, scheduled_for)";
+
+// b.inbox's lines with the work columns of b.work's (same order, same ids) appended.
+std::string one_table_rows(const Batch& b) {
+    std::string out;
+    out.reserve(b.inbox.size() + b.work.size() / 2);
+    std::size_t i = 0, w = 0;
+    while (i < b.inbox.size() && w < b.work.size()) {
+        std::size_t ie = b.inbox.find('\n', i), we = b.work.find('\n', w);
+        // A work line: consumer \t message_id \t partition_number \t scheduled_for.
+        std::size_t tab = b.work.find('\t', b.work.find('\t', w) + 1);
+        out.append(b.inbox, i, ie - i);
+        out.append(b.work, tab, we - tab + 1);
+        i = ie + 1;
+        w = we + 1;
+    }
+    return out;
+}
 
 // Appends n new messages to `b` in the form(s) `json` / `copy` ask for; their ids to `ids`.
 void build_batch(MessageFactory& f, const std::string& consumer, std::size_t n, bool json, bool copy, Batch& b,
@@ -138,15 +161,34 @@ void build_batch(MessageFactory& f, const std::string& consumer, std::size_t n, 
 // Tables
 
 struct Tables {
-    std::string dedup, inbox, work;  // dedup empty: none (the claim-cycle reference)
+    std::string dedup, inbox, work;  // dedup empty: none (the claim-cycle reference); work empty:
+                                     // the work columns are in the message row (one table)
     std::string extra;               // also truncated (whizbang's stream counters)
 };
 
-const Tables kNativeTables{"whizbang.wh_message_deduplication", "whizbang.wh_inbox", "whizbang.wh_inbox_work",
-                           "whizbang.wh_inbox_streams"};
+// whizbang's shape: up to 0.13.0 the work state is a table of its own (wh_inbox_work); with
+// issue 31 it moves into wh_inbox. Read once at the start (main); the copies of
+// bench/inbox_reference.sql follow it, and every statement below is written for both.
+bool g_work_table = true;
+
+// Where a message's work columns are.
+std::string work_of(const Tables& t) { return t.work.empty() ? t.inbox : t.work; }
+
+Tables native_tables() {
+    return {"whizbang.wh_message_deduplication", "whizbang.wh_inbox", g_work_table ? "whizbang.wh_inbox_work" : "",
+            "whizbang.wh_inbox_streams"};
+}
+
+// The peers' copies (bench/inbox_reference.sql): bench.ib_<m>_dedup / _inbox / _work.
+Tables peer_tables(const std::string& m) {
+    return {"bench.ib_" + m + "_dedup", "bench.ib_" + m + "_inbox", g_work_table ? "bench.ib_" + m + "_work" : "", ""};
+}
+
+// The claim-cycle references' one-table queue: the message row with the work columns.
+const Tables kCycleTables{"", "bench.ib_cycle_inbox", "", ""};
 
 std::string truncate_sql(const Tables& t) {
-    std::string s = "TRUNCATE " + t.inbox + ", " + t.work;
+    std::string s = "TRUNCATE " + t.inbox + (t.work.empty() ? "" : ", " + t.work);
     if (!t.dedup.empty()) s += ", " + t.dedup;
     if (!t.extra.empty()) s += ", " + t.extra;
     return s;
@@ -157,12 +199,13 @@ std::string truncate_sql(const Tables& t) {
 // whizbang's.
 std::string table_check(PGconn* admin, const Tables& t, long want, long want_dedup = -1) {
     if (want_dedup < 0) want_dedup = want;
-    std::string q = "SELECT (SELECT count(*) FROM " + t.inbox + "), (SELECT count(*) FROM " + t.work + "), " +
+    const std::string work_table = work_of(t);  // one table: every message is its own work row
+    std::string q = "SELECT (SELECT count(*) FROM " + t.inbox + "), (SELECT count(*) FROM " + work_table + "), " +
                     (t.dedup.empty() ? std::string("-1") : "(SELECT count(*) FROM " + t.dedup + ")") +
-                    ", (SELECT count(*) FROM " + t.work +
+                    ", (SELECT count(*) FROM " + work_table +
                     " w WHERE w.partition_number <> whizbang.partition_of(coalesce(w.stream_id, w.message_id), " +
                     std::to_string(kPartitionCount) + ")), (SELECT count(*) FROM " + t.inbox + " i WHERE NOT EXISTS (SELECT 1 FROM " +
-                    t.work + " w WHERE w.message_id = i.message_id AND w.consumer = i.consumer))";
+                    work_table + " w WHERE w.message_id = i.message_id AND w.consumer = i.consumer))";
     PgResult r(PQexec(admin, q.c_str()));
     if (PQresultStatus(r.r) != PGRES_TUPLES_OK) return "table check failed: " + one_line(PQerrorMessage(admin));
     long inbox = std::atol(PQgetvalue(r.r, 0, 0)), work = std::atol(PQgetvalue(r.r, 0, 1)),
@@ -187,7 +230,7 @@ std::string content_check(PGconn* admin, const Tables& t, const std::string& jso
     std::string q =
         "SELECT count(*) FROM jsonb_array_elements($1::jsonb) e"
         " JOIN " + t.inbox + " i ON i.consumer = '' AND i.message_id = (e->>'MessageId')::uuid"
-        " JOIN " + t.work + " w ON w.consumer = i.consumer AND w.message_id = i.message_id"
+        " JOIN " + work_of(t) + " w ON w.consumer = i.consumer AND w.message_id = i.message_id"
         " JOIN " + t.dedup + " d ON d.consumer = i.consumer AND d.message_id = i.message_id"
         " WHERE i.envelope = e->'Envelope' AND i.handler_name = e->>'HandlerName'"
         "   AND i.message_type = e->>'MessageType' AND i.metadata = e->'Metadata' AND i.scope IS NULL"
@@ -221,13 +264,23 @@ struct StoreMethod {
 
 std::vector<StoreMethod> store_method_table() {
     std::vector<StoreMethod> m;
-    m.push_back({"native", "native store_inbox_messages", kNativeTables, StoreKind::Function, kStoreInboxSql});
-    m.push_back({"plpgsql", "(a) PL/pgSQL loop (seed)",
-                 {"bench.ib_plpgsql_dedup", "bench.ib_plpgsql_inbox", "bench.ib_plpgsql_work", ""}, StoreKind::Function,
+    m.push_back({"native", "native store_inbox_messages", native_tables(), StoreKind::Function, kStoreInboxSql});
+    m.push_back({"plpgsql", "(a) PL/pgSQL loop (seed)", peer_tables("plpgsql"), StoreKind::Function,
                  "SELECT message_id, stream_id, was_newly_created"
                  " FROM bench.store_inbox_messages_plpgsql($1::jsonb, NULL, NULL, now(), 10000, $2::text)"});
-    m.push_back({"plain", "(b) plain set-based statement",
-                 {"bench.ib_plain_dedup", "bench.ib_plain_inbox", "bench.ib_plain_work", ""}, StoreKind::Function,
+    // One table: the message row carries partition_number and scheduled_for (no work insert).
+    const std::string work_columns = g_work_table ? "" : ", partition_number, scheduled_for";
+    const std::string work_values = g_work_table ? ""
+                                                 : ", whizbang.partition_of(coalesce(m.stream_id, m.id), 10000),"
+                                                   " coalesce(m.scheduled_for, now())";
+    const std::string work_insert =
+        !g_work_table ? ""
+                      : "), w AS ("
+                        "  INSERT INTO bench.ib_plain_work (consumer, message_id, stream_id, partition_number, scheduled_for)"
+                        "  SELECT $2::text, m.id, m.stream_id, whizbang.partition_of(coalesce(m.stream_id, m.id), 10000),"
+                        "         coalesce(m.scheduled_for, now())"
+                        "    FROM m JOIN d ON d.message_id = m.id";
+    m.push_back({"plain", "(b) plain set-based statement", peer_tables("plain"), StoreKind::Function,
                  "WITH m AS ("
                  "  SELECT x.* FROM ROWS FROM (jsonb_to_recordset($1::jsonb) AS (\"MessageId\" uuid, \"HandlerName\" text,"
                  "      \"MessageType\" text, \"Envelope\" jsonb, \"Metadata\" jsonb, \"Scope\" jsonb, \"StreamId\" uuid,"
@@ -240,30 +293,31 @@ std::vector<StoreMethod> store_method_table() {
                  "  RETURNING d.message_id"
                  "), i AS ("
                  "  INSERT INTO bench.ib_plain_inbox (consumer, message_id, handler_name, message_type, envelope, metadata,"
-                 "                                    scope, stream_id, is_event, sent_at, received_at)"
+                 "                                    scope, stream_id, is_event, sent_at, received_at" + work_columns + ")"
                  "  SELECT $2::text, m.id, m.handler, m.type, m.envelope, m.metadata, m.scope, m.stream_id,"
-                 "         coalesce(m.is_event, false), m.sent_at, now()"
-                 "    FROM m JOIN d ON d.message_id = m.id"
-                 "), w AS ("
-                 "  INSERT INTO bench.ib_plain_work (consumer, message_id, stream_id, partition_number, scheduled_for)"
-                 "  SELECT $2::text, m.id, m.stream_id, whizbang.partition_of(coalesce(m.stream_id, m.id), 10000),"
-                 "         coalesce(m.scheduled_for, now())"
-                 "    FROM m JOIN d ON d.message_id = m.id"
+                 "         coalesce(m.is_event, false), m.sent_at, now()" + work_values +
+                 "    FROM m JOIN d ON d.message_id = m.id" + work_insert +
                  ")"
                  "SELECT m.id, m.stream_id, true FROM m JOIN d ON d.message_id = m.id ORDER BY m.ord"});
-    m.push_back({"copy", "(c) COPY into the 3 tables",
-                 {"bench.ib_copy_dedup", "bench.ib_copy_inbox", "bench.ib_copy_work", ""}, StoreKind::Copy, ""});
+    m.push_back({"copy", g_work_table ? "(c) COPY into the 3 tables" : "(c) COPY into the 2 tables", peer_tables("copy"),
+                 StoreKind::Copy, ""});
     return m;
 }
 
-// Three COPYs (dedup, message, work) in one transaction; returns "" or the problem.
+// The message rows by COPY; on one table with the work columns of b.work joined to each line.
+long copy_inbox(PGconn* c, const Tables& t, const Batch& b) {
+    if (!t.work.empty()) return copy_in(c, "COPY " + t.inbox + " " + kInboxCols + " FROM STDIN", b.inbox);
+    return copy_in(c, "COPY " + t.inbox + " " + kInboxWorkCols + " FROM STDIN", one_table_rows(b));
+}
+
+// Three COPYs (dedup, message, work; two on one table) in one transaction; returns "" or the problem.
 std::string copy_batch(PGconn* c, const Tables& t, const Batch& b, long n) {
     std::string e = exec_ok(c, "BEGIN");
     if (!e.empty()) return e;
     try {
         long d = copy_in(c, "COPY " + t.dedup + " " + kDedupCols + " FROM STDIN", b.dedup);
-        long i = copy_in(c, "COPY " + t.inbox + " " + kInboxCols + " FROM STDIN", b.inbox);
-        long w = copy_in(c, "COPY " + t.work + " " + kWorkCols + " FROM STDIN", b.work);
+        long i = copy_inbox(c, t, b);
+        long w = t.work.empty() ? i : copy_in(c, "COPY " + t.work + " " + kWorkCols + " FROM STDIN", b.work);
         if (d != n || i != n || w != n) e = "COPY wrote " + std::to_string(d) + "/" + std::to_string(i) + "/" +
                                             std::to_string(w) + " rows, expected " + std::to_string(n);
     } catch (const std::exception& ex) {
@@ -418,8 +472,8 @@ void preload(Workers& ws, const Tables& t, long n) {
                 std::vector<Uuid> ids;
                 build_batch(w.factory, "", k, false, true, b, ids);
                 if (!t.dedup.empty()) copy_in(w.conn, "COPY " + t.dedup + " " + kDedupCols + " FROM STDIN", b.dedup);
-                copy_in(w.conn, "COPY " + t.inbox + " " + kInboxCols + " FROM STDIN", b.inbox);
-                copy_in(w.conn, "COPY " + t.work + " " + kWorkCols + " FROM STDIN", b.work);
+                copy_inbox(w.conn, t, b);
+                if (!t.work.empty()) copy_in(w.conn, "COPY " + t.work + " " + kWorkCols + " FROM STDIN", b.work);
             }
         } catch (const std::exception& e) {
             w.error = std::string("preload: ") + e.what();
@@ -437,7 +491,8 @@ void prepare_pending(PGconn* admin, Workers& ws, const Tables& t, long n) {
     auto t1 = Clock::now();
     std::string check = table_check(admin, t, n);
     if (!check.empty()) throw std::runtime_error("preload: " + check);
-    exec_admin(admin, "VACUUM (ANALYZE) " + t.inbox + ", " + t.work + (t.dedup.empty() ? "" : ", " + t.dedup));
+    exec_admin(admin, "VACUUM (ANALYZE) " + t.inbox + (t.work.empty() ? "" : ", " + t.work) +
+                          (t.dedup.empty() ? "" : ", " + t.dedup));
     exec_admin(admin, "CHECKPOINT");
     std::fprintf(stderr, "  loaded %ld pending messages into %s by COPY in %.1f s (%.1f s with checks, VACUUM, CHECKPOINT)\n",
                  n, t.inbox.c_str(), seconds_since(t0, t1), seconds_since(t0, Clock::now()));
@@ -446,31 +501,48 @@ void prepare_pending(PGconn* admin, Workers& ws, const Tables& t, long n) {
 // The claim-cycle backlog: loaded once by COPY into unlogged staging tables, then copied
 // server-side into the tables of each cycle cell, so every method starts from the same
 // messages (and a cell costs a second or two of loading, not a COPY of every envelope).
-const Tables kStage{"", "bench.ib_stage_inbox", "bench.ib_stage_work", ""};
+// Staged in whizbang's shape (native_tables()).
+Tables stage_tables() { return {"", "bench.ib_stage_inbox", g_work_table ? "bench.ib_stage_work" : "", ""}; }
 
 void create_stage(PGconn* admin, Workers& ws, long n) {
-    exec_admin(admin, "DROP TABLE IF EXISTS " + kStage.inbox + ", " + kStage.work);
+    const Tables kStage = stage_tables();
+    exec_admin(admin, "DROP TABLE IF EXISTS bench.ib_stage_inbox, bench.ib_stage_work");
     exec_admin(admin, "CREATE UNLOGGED TABLE " + kStage.inbox + " (LIKE whizbang.wh_inbox INCLUDING DEFAULTS)");
-    exec_admin(admin, "CREATE UNLOGGED TABLE " + kStage.work + " (LIKE whizbang.wh_inbox_work INCLUDING DEFAULTS)");
+    if (g_work_table)
+        exec_admin(admin, "CREATE UNLOGGED TABLE " + kStage.work + " (LIKE whizbang.wh_inbox_work INCLUDING DEFAULTS)");
     auto t0 = Clock::now();
     preload(ws, kStage, n);
     std::fprintf(stderr, "  staged %ld pending messages for the claim cycle by COPY in %.1f s\n", n, seconds_since(t0, Clock::now()));
 }
 
-void drop_stage(PGconn* admin) { exec_admin(admin, "DROP TABLE IF EXISTS " + kStage.inbox + ", " + kStage.work); }
+void drop_stage(PGconn* admin) { exec_admin(admin, "DROP TABLE IF EXISTS bench.ib_stage_inbox, bench.ib_stage_work"); }
 
 // A cycle cell's tables: the staged messages (message and work rows; the dedup rows, which
 // claim and complete never read, are left out), then VACUUM (ANALYZE) and CHECKPOINT.
 void prepare_cycle(PGconn* admin, const Tables& t, long n) {
     auto t0 = Clock::now();
+    const Tables kStage = stage_tables();
     exec_admin(admin, truncate_sql(t));
-    exec_admin(admin, "INSERT INTO " + t.inbox + " SELECT * FROM " + kStage.inbox);
-    exec_admin(admin, "INSERT INTO " + t.work + " SELECT * FROM " + kStage.work);
+    if (!t.work.empty() || kStage.work.empty()) {  // the same shape
+        exec_admin(admin, "INSERT INTO " + t.inbox + " SELECT * FROM " + kStage.inbox);
+        if (!t.work.empty()) exec_admin(admin, "INSERT INTO " + t.work + " SELECT * FROM " + kStage.work);
+    } else {
+        // Two staged tables into one: each column of the target from the message row, else the work row.
+        exec_admin(admin,
+                   "DO $$ BEGIN EXECUTE (SELECT format('INSERT INTO " + t.inbox + " (%s) SELECT %s FROM " + kStage.inbox +
+                       " i JOIN " + kStage.work + " w USING (consumer, message_id)',"
+                       " string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum),"
+                       " string_agg(CASE WHEN EXISTS (SELECT FROM pg_attribute s WHERE s.attrelid = '" + kStage.inbox +
+                       "'::regclass AND s.attname = a.attname AND NOT s.attisdropped) THEN 'i.' ELSE 'w.' END"
+                       " || quote_ident(a.attname), ', ' ORDER BY a.attnum))"
+                       " FROM pg_attribute a WHERE a.attrelid = '" + t.inbox + "'::regclass AND a.attnum > 0"
+                       " AND NOT a.attisdropped); END $$");
+    }
     Tables no_dedup = t;
     no_dedup.dedup.clear();
     std::string check = table_check(admin, no_dedup, n);
     if (!check.empty()) throw std::runtime_error("cycle load: " + check);
-    exec_admin(admin, "VACUUM (ANALYZE) " + t.inbox + ", " + t.work);
+    exec_admin(admin, "VACUUM (ANALYZE) " + t.inbox + (t.work.empty() ? "" : ", " + t.work));
     exec_admin(admin, "CHECKPOINT");
     std::fprintf(stderr, "  copied %ld staged messages into %s in %.1f s (with checks, VACUUM, CHECKPOINT)\n", n,
                  t.inbox.c_str(), seconds_since(t0, Clock::now()));
@@ -494,41 +566,35 @@ std::vector<CycleMethod> cycle_method_table() {
                               " FROM whizbang.claim_work($1::uuid, 'inbox', $2::int)";
     const std::string complete = "SELECT message_id, outcome FROM whizbang.complete_work('inbox', $1::uuid[], $2::bigint[])";
     std::vector<CycleMethod> m;
-    m.push_back({"native", "native claim_work + complete_work, one transaction", kNativeTables, true, claim, complete, true});
-    m.push_back({"native2", "native claim_work, complete_work: a transaction each", kNativeTables, false, claim, complete, true});
-    m.push_back({"sql", "(r) SQL FOR UPDATE SKIP LOCKED + DELETE = ANY, one transaction",
-                 {"", "bench.ib_cycle_inbox", "bench.ib_cycle_work", ""}, true,
-                 "SELECT w.message_id, NULL::bigint, w.stream_id, w.partition_number, i.handler_name, i.message_type,"
-                 "       i.envelope, i.metadata, i.scope, w.attempts"
-                 "  FROM bench.ib_cycle_work w"
-                 "  JOIN bench.ib_cycle_inbox i ON i.message_id = w.message_id AND i.consumer = w.consumer"
-                 " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for <= now()"
-                 " ORDER BY w.scheduled_for LIMIT $1::int"
-                 "   FOR UPDATE OF w SKIP LOCKED",
-                 "WITH w AS (DELETE FROM bench.ib_cycle_work w WHERE w.consumer = '' AND w.message_id = ANY ($1::uuid[])"
-                 "           RETURNING w.message_id)"
-                 "DELETE FROM bench.ib_cycle_inbox i USING w WHERE i.consumer = '' AND i.message_id = w.message_id",
+    m.push_back({"native", "native claim_work + complete_work, one transaction", native_tables(), true, claim, complete, true});
+    m.push_back({"native2", "native claim_work, complete_work: a transaction each", native_tables(), false, claim, complete, true});
+    // (r) and (l) run on a one-table queue (issue 31): the message row carries its work columns,
+    // whatever whizbang's shape (bench/inbox_reference.sql, bench.ib_cycle_inbox).
+    m.push_back({"sql", "(r) one-table SQL queue: FOR UPDATE SKIP LOCKED + DELETE = ANY, one transaction", kCycleTables, true,
+                 "SELECT i.message_id, NULL::bigint, i.stream_id, i.partition_number, i.handler_name, i.message_type,"
+                 "       i.envelope, i.metadata, i.scope, i.attempts"
+                 "  FROM bench.ib_cycle_inbox i"
+                 " WHERE i.processed_at IS NULL AND i.stream_id IS NULL AND i.scheduled_for <= now()"
+                 " ORDER BY i.scheduled_for LIMIT $1::int"
+                 "   FOR UPDATE SKIP LOCKED",
+                 "DELETE FROM bench.ib_cycle_inbox i WHERE i.consumer = '' AND i.message_id = ANY ($1::uuid[])",
                  false});
     // The lease model in plain SQL (claim and complete in separate transactions): the lease is
     // written into the row, as whizbang's row lease store does, without its per-stream order,
     // fencing tokens, pre-leases or dead letters.
     m.push_back({"sql_lease", "(l) SQL lease model: UPDATE ... FOR UPDATE SKIP LOCKED RETURNING, DELETE = ANY: a transaction each",
-                 {"", "bench.ib_cycle_inbox", "bench.ib_cycle_work", ""}, false,
-                 "WITH c AS (UPDATE bench.ib_cycle_work w"
-                 "              SET lease_expiry = now() + interval '300 seconds', attempts = w.attempts + 1"
-                 "            WHERE w.consumer = '' AND w.message_id = ANY (ARRAY("
-                 "                  SELECT f.message_id FROM bench.ib_cycle_work f"
-                 "                   WHERE f.processed_at IS NULL AND f.stream_id IS NULL AND f.scheduled_for <= now()"
-                 "                     AND (f.lease_expiry IS NULL OR f.lease_expiry <= now())"
-                 "                   ORDER BY f.scheduled_for LIMIT $1::int"
-                 "                     FOR UPDATE OF f SKIP LOCKED))"
-                 "           RETURNING w.message_id, w.consumer, w.stream_id, w.partition_number, w.attempts)"
-                 "SELECT c.message_id, NULL::bigint, c.stream_id, c.partition_number, i.handler_name, i.message_type,"
-                 "       i.envelope, i.metadata, i.scope, c.attempts"
-                 "  FROM c JOIN bench.ib_cycle_inbox i ON i.message_id = c.message_id AND i.consumer = c.consumer",
-                 "WITH w AS (DELETE FROM bench.ib_cycle_work w WHERE w.consumer = '' AND w.message_id = ANY ($1::uuid[])"
-                 "           RETURNING w.message_id)"
-                 "DELETE FROM bench.ib_cycle_inbox i USING w WHERE i.consumer = '' AND i.message_id = w.message_id",
+                 kCycleTables, false,
+                 "UPDATE bench.ib_cycle_inbox i"
+                 "   SET lease_expiry = now() + interval '300 seconds', attempts = i.attempts + 1"
+                 " WHERE i.consumer = '' AND i.message_id = ANY (ARRAY("
+                 "       SELECT f.message_id FROM bench.ib_cycle_inbox f"
+                 "        WHERE f.processed_at IS NULL AND f.stream_id IS NULL AND f.scheduled_for <= now()"
+                 "          AND (f.lease_expiry IS NULL OR f.lease_expiry <= now())"
+                 "        ORDER BY f.scheduled_for LIMIT $1::int"
+                 "          FOR UPDATE OF f SKIP LOCKED))"
+                 " RETURNING i.message_id, NULL::bigint, i.stream_id, i.partition_number, i.handler_name, i.message_type,"
+                 "           i.envelope, i.metadata, i.scope, i.attempts",
+                 "DELETE FROM bench.ib_cycle_inbox i WHERE i.consumer = '' AND i.message_id = ANY ($1::uuid[])",
                  false});
     return m;
 }
@@ -607,7 +673,7 @@ CellResult run_cycle_cell(const Options& o, const CycleMethod& m, PGconn* admin,
         PgResult r(PQexec(ws[0]->conn, ("EXPLAIN (COSTS OFF) EXECUTE " + m.name + "_claim(" + std::to_string(o.claim_rows) + ")").c_str()));
         std::string plan;
         for (int i = 0; PQresultStatus(r.r) == PGRES_TUPLES_OK && i < PQntuples(r.r); ++i) plan += PQgetvalue(r.r, i, 0);
-        if (plan.empty() || plan.find("Seq Scan on ib_cycle_work") != std::string::npos || plan.find("Index") == std::string::npos)
+        if (plan.empty() || plan.find("Seq Scan on ib_cycle_inbox") != std::string::npos || plan.find("Index") == std::string::npos)
             plan_note = "reference claim does not use an index of the work table (plan: " + one_line(plan.c_str()) + ")";
     }
 
@@ -677,10 +743,14 @@ CellResult run_cycle_cell(const Options& o, const CycleMethod& m, PGconn* admin,
     }
     long twice = count_repeats(all);
     if (twice) notes.push_back(std::to_string(twice) + " messages handed out twice");
-    std::string left = exec_admin(admin, "SELECT (SELECT count(*) FROM " + m.tables.work + ") + (SELECT count(*) FROM " +
+    // Rows left: message + work rows (one row per message on one table).
+    const long per_message = m.tables.work.empty() ? 1 : 2;
+    std::string left = exec_admin(admin, "SELECT (SELECT count(*) FROM " + work_of(m.tables) + ") * " +
+                                             std::to_string(per_message - 1) + " + (SELECT count(*) FROM " +
                                              m.tables.inbox + ")");
-    if (std::atol(left.c_str()) != 2 * (o.cycle_rows - handed))
-        notes.push_back("tables hold " + left + " message + work rows, expected " + std::to_string(2 * (o.cycle_rows - handed)));
+    if (std::atol(left.c_str()) != per_message * (o.cycle_rows - handed))
+        notes.push_back("tables hold " + left + " message + work rows, expected " +
+                        std::to_string(per_message * (o.cycle_rows - handed)));
     if (!notes.empty()) {
         res.check.clear();
         for (auto& n : notes) res.check += (res.check.empty() ? "" : "; ") + n;
@@ -709,7 +779,7 @@ Latency run_latency(const Options& o, long pending, PGconn* admin, Workers& ws) 
     res.pending = pending;
     for (auto& w : ws) w->reset();
     auto l0 = Clock::now();
-    prepare_pending(admin, ws, kNativeTables, pending);
+    prepare_pending(admin, ws, native_tables(), pending);
     res.load_s = seconds_since(l0, Clock::now());
 
     Worker& w = *ws[0];
@@ -795,7 +865,7 @@ Latency run_latency(const Options& o, long pending, PGconn* admin, Workers& ws) 
     if (!cpu_ms.empty()) res.cpu_p50 = percentile(cpu_ms, 0.50);
     // Every call's messages were completed and as many new ones stored (the dedup table keeps
     // the ids of completed messages).
-    std::string check = problem.empty() ? table_check(admin, kNativeTables, pending, pending + static_cast<long>(total) * o.claim_rows)
+    std::string check = problem.empty() ? table_check(admin, native_tables(), pending, pending + static_cast<long>(total) * o.claim_rows)
                                         : problem;
     if (!check.empty()) res.check = check;
     res.valid = check.empty() && res.calls == o.latency_calls;
@@ -961,6 +1031,22 @@ int main(int argc, char** argv) {
 
     PGconn* admin = connect_or_die(o.dsn);
     exec_admin(admin, "SET client_min_messages = warning");
+    {
+        PgResult r(PQexec(admin, "SELECT EXISTS (SELECT FROM pg_class WHERE oid = to_regclass('whizbang.wh_inbox_work')"
+                                 " AND relkind = 'r')"));
+        if (PQresultStatus(r.r) != PGRES_TUPLES_OK) {
+            std::fprintf(stderr, "error: %s", PQerrorMessage(admin));
+            return 1;
+        }
+        g_work_table = std::strcmp(PQgetvalue(r.r, 0, 0), "t") == 0;
+    }
+    // The methods again, for the shape found (their tables and statements depend on it).
+    for (auto& m : store_methods)
+        for (auto& t : store_method_table())
+            if (t.name == m.name) m = t;
+    for (auto& m : cycle_methods)
+        for (auto& t : cycle_method_table())
+            if (t.name == m.name) m = t;
     Workers ws;
     for (int i = 0; i < o.conns; ++i)
         ws.push_back(std::make_unique<Worker>(connect_or_die(o.dsn), 0x9e3779b97f4a7c15ULL * (i + 1), o.envelope_bytes));
@@ -1036,7 +1122,7 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
             lat.push_back(l);
         }
-        exec_admin(admin, truncate_sql(kNativeTables));
+        exec_admin(admin, truncate_sql(native_tables()));
     }
     std::vector<CellResult> results = aggregate(measured, o.max_other);
 

@@ -8,12 +8,23 @@
 -- caches and every method maintains the same indexes:
 --   bench.ib_<m>_dedup  = whizbang.wh_message_deduplication
 --   bench.ib_<m>_inbox  = whizbang.wh_inbox        (the message)
---   bench.ib_<m>_work   = whizbang.wh_inbox_work   (its work state)
--- for m = plpgsql (a), plain (b), copy (c); and bench.ib_cycle_inbox / bench.ib_cycle_work for
--- the claim-cycle reference (r).
+--   bench.ib_<m>_work   = whizbang.wh_inbox_work   (its work state; only while it is a table)
+-- for m = plpgsql (a), plain (b), copy (c); and bench.ib_cycle_inbox, a one-table queue, for the
+-- claim-cycle references (r) and (l).
 --
--- The seed keeps message and work state in one wh_inbox table. The baselines use whizbang's
--- two tables instead, so that all methods do the same writes per new message: one dedup row,
+-- Both shapes of whizbang (issue 31): up to 0.13.0 the work state is a table of its own,
+-- whizbang.wh_inbox_work; once it moves into wh_inbox (its columns appended there) there is no
+-- work table to copy, and the peers write one wh_inbox-like row that carries the work columns
+-- (partition_number, scheduled_for; the others take their defaults), as the seed does. The work
+-- copies are made only when whizbang.wh_inbox_work exists as a table; (a) is created for the
+-- shape found; bench/inbox.cpp reads the shape too.
+--
+-- bench.ib_cycle_inbox is a one-table queue in both shapes (issue 31: (r) is "a one-table FOR
+-- UPDATE SKIP LOCKED + DELETE queue"): a copy of wh_inbox, plus, while wh_inbox_work is a table,
+-- its columns and its indexes other than the primary key (the due index the claim uses).
+--
+-- The seed keeps message and work state in one wh_inbox table. While whizbang has two, the store
+-- baselines use whizbang's two tables instead, so that all methods do the same writes per new message: one dedup row,
 -- one message row, one work row and the same index entries (dedup: primary key + first_seen_at;
 -- message: primary key; work: primary key + the partial due index). A one-table baseline
 -- would write one heap row and one primary-key entry less per message; the ratios would then
@@ -34,13 +45,21 @@
 
 CREATE SCHEMA IF NOT EXISTS bench;
 
+-- Whether whizbang's work state is a table of its own (up to 0.13.0).
+CREATE FUNCTION pg_temp.work_table() RETURNS boolean LANGUAGE sql AS $$
+  SELECT EXISTS (SELECT FROM pg_class WHERE oid = to_regclass('whizbang.wh_inbox_work') AND relkind = 'r')
+$$;
+
 DO $$
 DECLARE
   m text;
   pair text[];
   src regclass;
   opts text[];
+  col record;
+  idx text;
 BEGIN
+  DROP TABLE IF EXISTS bench.ib_plpgsql_work, bench.ib_plain_work, bench.ib_copy_work, bench.ib_cycle_work CASCADE;
   FOREACH pair SLICE 1 IN ARRAY ARRAY[
       ['ib_plpgsql_dedup', 'whizbang.wh_message_deduplication'], ['ib_plpgsql_inbox', 'whizbang.wh_inbox'],
       ['ib_plpgsql_work', 'whizbang.wh_inbox_work'],
@@ -48,8 +67,9 @@ BEGIN
       ['ib_plain_work', 'whizbang.wh_inbox_work'],
       ['ib_copy_dedup', 'whizbang.wh_message_deduplication'], ['ib_copy_inbox', 'whizbang.wh_inbox'],
       ['ib_copy_work', 'whizbang.wh_inbox_work'],
-      ['ib_cycle_inbox', 'whizbang.wh_inbox'], ['ib_cycle_work', 'whizbang.wh_inbox_work']] LOOP
+      ['ib_cycle_inbox', 'whizbang.wh_inbox']] LOOP
     m := pair[1];
+    CONTINUE WHEN pair[2] = 'whizbang.wh_inbox_work' AND NOT pg_temp.work_table();
     src := pair[2]::regclass;
     EXECUTE format('DROP TABLE IF EXISTS bench.%I CASCADE', m);
     EXECUTE format('CREATE TABLE bench.%I (LIKE %s INCLUDING ALL)', m, src);
@@ -65,10 +85,36 @@ BEGIN
                      m, m || '_pkey');
     END IF;
   END LOOP;
+  -- The one-table queue: the work table's columns and indexes (but its key) join the message row.
+  IF pg_temp.work_table() THEN
+    FOR col IN
+      SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS def,
+             (SELECT c.collname FROM pg_collation c WHERE c.oid = a.attcollation AND a.attcollation <> 100) AS coll
+        FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+       WHERE a.attrelid = 'whizbang.wh_inbox_work'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+         AND NOT EXISTS (SELECT FROM pg_attribute i WHERE i.attrelid = 'whizbang.wh_inbox'::regclass
+                                                      AND i.attname = a.attname AND NOT i.attisdropped)
+       ORDER BY a.attnum
+    LOOP
+      EXECUTE format('ALTER TABLE bench.ib_cycle_inbox ADD COLUMN %I %s%s%s%s', col.attname, col.type,
+                     CASE WHEN col.coll IS NULL THEN '' ELSE format(' COLLATE %I', col.coll) END,
+                     CASE WHEN col.def IS NULL THEN '' ELSE ' DEFAULT ' || col.def END,
+                     CASE WHEN col.attnotnull THEN ' NOT NULL' ELSE '' END);
+    END LOOP;
+    FOR idx IN SELECT pg_get_indexdef(indexrelid) FROM pg_index
+                WHERE indrelid = 'whizbang.wh_inbox_work'::regclass AND NOT indisprimary LOOP
+      EXECUTE regexp_replace(idx, '^CREATE (UNIQUE )?INDEX \S+ ON \S+ ', 'CREATE \1INDEX ON bench.ib_cycle_inbox ');
+    END LOOP;
+  END IF;
 END
 $$;
 
--- (a) The seed's loop. Same signature and result as whizbang.store_inbox_messages.
+-- (a) The seed's loop. Same signature and result as whizbang.store_inbox_messages. Written for
+-- the shape found (the DO block below fills in the message's insert): two inserts (message row,
+-- work row) while whizbang has a work table, else one row carrying the work columns.
+DO $create$
+DECLARE
+  body text := $body$
 CREATE OR REPLACE FUNCTION bench.store_inbox_messages_plpgsql(
   p_messages        jsonb,
   p_instance_id     uuid        DEFAULT NULL,
@@ -108,7 +154,15 @@ BEGIN
       -- Partition for stream-based load balancing; stored without a lease (claimable now).
       v_partition := whizbang.partition_of(coalesce(v_msg.stream_id, v_msg.msg_id), p_partition_count);
 
-      INSERT INTO bench.ib_plpgsql_inbox (consumer, message_id, handler_name, message_type, envelope, metadata,
+      @insert@
+
+      RETURN QUERY SELECT v_msg.msg_id, v_msg.stream_id, (v_was_new = 1);
+    END IF;
+  END LOOP;
+END
+$$;
+$body$;
+  two_tables text := $i$INSERT INTO bench.ib_plpgsql_inbox (consumer, message_id, handler_name, message_type, envelope, metadata,
                                           scope, stream_id, is_event, sent_at, received_at)
       VALUES (p_consumer, v_msg.msg_id, v_msg.handler_name, v_msg.message_type, v_msg.envelope, v_msg.metadata,
               v_msg.scope, v_msg.stream_id, v_msg.is_event, v_msg.sent_at, p_now)
@@ -116,13 +170,18 @@ BEGIN
 
       INSERT INTO bench.ib_plpgsql_work (consumer, message_id, stream_id, partition_number, scheduled_for)
       VALUES (p_consumer, v_msg.msg_id, v_msg.stream_id, v_partition, coalesce(v_msg.scheduled_for, p_now))
-      ON CONFLICT ON CONSTRAINT ib_plpgsql_work_pkey DO NOTHING;
-
-      RETURN QUERY SELECT v_msg.msg_id, v_msg.stream_id, (v_was_new = 1);
-    END IF;
-  END LOOP;
+      ON CONFLICT ON CONSTRAINT ib_plpgsql_work_pkey DO NOTHING;$i$;
+  one_table text := $i$INSERT INTO bench.ib_plpgsql_inbox (consumer, message_id, handler_name, message_type, envelope, metadata,
+                                          scope, stream_id, is_event, sent_at, received_at, partition_number,
+                                          scheduled_for)
+      VALUES (p_consumer, v_msg.msg_id, v_msg.handler_name, v_msg.message_type, v_msg.envelope, v_msg.metadata,
+              v_msg.scope, v_msg.stream_id, v_msg.is_event, v_msg.sent_at, p_now, v_partition,
+              coalesce(v_msg.scheduled_for, p_now))
+      ON CONFLICT ON CONSTRAINT ib_plpgsql_inbox_pkey DO NOTHING;$i$;
+BEGIN
+  EXECUTE replace(body, '@insert@', CASE WHEN pg_temp.work_table() THEN two_tables ELSE one_table END);
 END
-$$;
+$create$;
 
 -- The copies must match whizbang's tables column for column, index for index and in their
 -- reloptions; stop here if they do not.
@@ -149,7 +208,10 @@ BEGIN
       ['bench.ib_plain_work', 'whizbang.wh_inbox_work'],
       ['bench.ib_copy_dedup', 'whizbang.wh_message_deduplication'], ['bench.ib_copy_inbox', 'whizbang.wh_inbox'],
       ['bench.ib_copy_work', 'whizbang.wh_inbox_work'],
-      ['bench.ib_cycle_inbox', 'whizbang.wh_inbox'], ['bench.ib_cycle_work', 'whizbang.wh_inbox_work']] LOOP
+      ['bench.ib_cycle_inbox', 'whizbang.wh_inbox']] LOOP
+    CONTINUE WHEN pair[2] = 'whizbang.wh_inbox_work' AND NOT pg_temp.work_table();
+    -- The one-table queue has the work table's columns and indexes too, checked below.
+    CONTINUE WHEN pair[1] = 'bench.ib_cycle_inbox' AND pg_temp.work_table();
     -- A partitioned source (the dedup generations) has no index of its own: columns only.
     IF (SELECT relkind FROM pg_class WHERE oid = pair[2]::regclass) = 'p' THEN
       IF split_part(pg_temp.table_shape(pair[1]::regclass), ' | ', 1)
@@ -162,5 +224,17 @@ BEGIN
                               pg_temp.table_shape(pair[1]::regclass));
     END IF;
   END LOOP;
+END
+$$;
+
+-- The one-table queue next to the two tables: every column of both, the work table's due index.
+DO $$
+BEGIN
+  IF pg_temp.work_table() AND EXISTS (
+       SELECT attname FROM pg_attribute WHERE attrelid IN ('whizbang.wh_inbox'::regclass, to_regclass('whizbang.wh_inbox_work'))
+          AND attnum > 0 AND NOT attisdropped
+       EXCEPT SELECT attname FROM pg_attribute WHERE attrelid = 'bench.ib_cycle_inbox'::regclass) THEN
+    RAISE EXCEPTION 'bench.ib_cycle_inbox lacks columns of whizbang.wh_inbox / wh_inbox_work';
+  END IF;
 END
 $$;

@@ -174,7 +174,7 @@ using Workers = std::vector<std::unique_ptr<Worker>>;
 // Statements
 
 constexpr const char* kWhizbangTruncate =
-    "TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_message_deduplication, whizbang.wh_inbox_streams";
+    "TRUNCATE whizbang.wh_inbox, whizbang.wh_message_deduplication, whizbang.wh_inbox_streams";
 
 // $1 instance, $2 p_max_rows; the columns a handler needs.
 constexpr const char* kClaimSql =
@@ -291,7 +291,7 @@ double load_whizbang(const Options& o, const Corpus& c, int S, PGconn* admin, Wo
     // The numbering store_inbox_messages gave: within every stream, stream_seq must grow with the
     // message's position in the stream (i / S); without streams, none.
     {
-        PgResult r(PQexec(admin, "SELECT message_id, stream_id, stream_seq FROM whizbang.wh_inbox_work"));
+        PgResult r(PQexec(admin, "SELECT message_id, stream_id, stream_seq FROM whizbang.wh_inbox"));
         if (PQresultStatus(r.r) != PGRES_TUPLES_OK) throw std::runtime_error("load check: " + one_line(PQerrorMessage(admin)));
         const int n = PQntuples(r.r);
         if (n != o.rows) throw std::runtime_error("load: " + std::to_string(n) + " work rows, expected " + std::to_string(o.rows));
@@ -315,7 +315,7 @@ double load_whizbang(const Options& o, const Corpus& c, int S, PGconn* admin, Wo
         std::string inbox = exec_admin(admin, "SELECT count(*) FROM whizbang.wh_inbox");
         if (std::atol(inbox.c_str()) != o.rows) throw std::runtime_error("load: wh_inbox holds " + inbox + " messages");
     }
-    exec_admin(admin, "VACUUM (ANALYZE) whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_inbox_streams,"
+    exec_admin(admin, "VACUUM (ANALYZE) whizbang.wh_inbox, whizbang.wh_inbox_streams,"
                       " whizbang.wh_message_deduplication");
     exec_admin(admin, "CHECKPOINT");
     const double s = seconds_since(t0, Clock::now());
@@ -718,7 +718,7 @@ CellResult run_cell(const Options& o, const Corpus& c, const CellSpec& spec, std
         if (o.rows - left != completed)
             notes.push_back("FIFO holds " + std::to_string(left) + " rows, expected " + std::to_string(o.rows - completed));
     } else {
-        PgResult r(PQexec(admin, "SELECT (SELECT count(*) FROM whizbang.wh_inbox_work), (SELECT count(*) FROM whizbang.wh_inbox),"
+        PgResult r(PQexec(admin, "SELECT (SELECT count(*) FROM whizbang.wh_inbox), (SELECT count(*) FROM whizbang.wh_inbox),"
                                  " (SELECT count(*) FROM whizbang.leases)"));
         if (PQresultStatus(r.r) != PGRES_TUPLES_OK) {
             notes.push_back("table check failed: " + one_line(PQerrorMessage(admin)));

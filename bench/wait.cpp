@@ -149,7 +149,7 @@ long stat_metric(PGconn* admin, const char* metric) {
     return std::atol(v.c_str());
 }
 
-std::string pending_work(PGconn* admin) { return exec_admin(admin, "SELECT count(*) FROM whizbang.wh_inbox_work"); }
+std::string pending_work(PGconn* admin) { return exec_admin(admin, "SELECT count(*) FROM whizbang.wh_inbox"); }
 
 // ---------------------------------------------------------------------------------------------
 // Latency: one message at a time
@@ -302,7 +302,7 @@ void latency_round(const Options& o, const std::string& method, int n, PGconn* a
     std::string left = pending_work(admin);
     if (left != "0") {
         res.problems.push_back(left + " work rows left before a round; truncated");
-        exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work");
+        exec_admin(admin, "TRUNCATE whizbang.wh_inbox");
     }
     for (auto& w : ws) {
         w->claims = w->empty = w->rows = 0;
@@ -435,14 +435,13 @@ std::vector<LatencyResult> run_latency(const Options& o, PGconn* admin, const st
 // Claim cycle: claim up to 100 + complete over a backlog, with and without p_wait
 
 const char* kStageInbox = "bench_wait.stage_inbox";
-const char* kStageWork = "bench_wait.stage_work";
 
 // The backlog, stored once by store_inbox_messages (envelopes built on the server) and kept in
 // unlogged copies; every cell starts from the same rows.
 void create_stage(PGconn* admin, long n) {
     auto t0 = Clock::now();
     exec_admin(admin, "CREATE SCHEMA IF NOT EXISTS bench_wait");
-    exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_message_deduplication");
+    exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_message_deduplication");
     for (long done = 0; done < n; done += 5000) {
         long k = std::min(5000L, n - done);
         exec_admin(admin, "SELECT count(*) FROM whizbang.store_inbox_messages((SELECT jsonb_agg(jsonb_build_object("
@@ -450,19 +449,17 @@ void create_stage(PGconn* admin, long n) {
                           " 'MessageType', 'Orders.Contracts.OrderPlaced', 'Envelope', jsonb_build_object('Note', "
                           "repeat('x', 1000)))) FROM generate_series(1, " + std::to_string(k) + ")))");
     }
-    exec_admin(admin, std::string("DROP TABLE IF EXISTS ") + kStageInbox + ", " + kStageWork);
+    exec_admin(admin, std::string("DROP TABLE IF EXISTS ") + kStageInbox);
     exec_admin(admin, std::string("CREATE UNLOGGED TABLE ") + kStageInbox + " AS SELECT * FROM whizbang.wh_inbox");
-    exec_admin(admin, std::string("CREATE UNLOGGED TABLE ") + kStageWork + " AS SELECT * FROM whizbang.wh_inbox_work");
     std::fprintf(stderr, "  staged %ld pending messages for the claim cycle in %.1f s\n", n, seconds_since(t0, Clock::now()));
 }
 
 void load_backlog(PGconn* admin, long n) {
-    exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_message_deduplication");
+    exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_message_deduplication");
     exec_admin(admin, std::string("INSERT INTO whizbang.wh_inbox SELECT * FROM ") + kStageInbox);
-    exec_admin(admin, std::string("INSERT INTO whizbang.wh_inbox_work SELECT * FROM ") + kStageWork);
     std::string c = pending_work(admin);
     if (std::atol(c.c_str()) != n) throw std::runtime_error("backlog holds " + c + " work rows, expected " + std::to_string(n));
-    exec_admin(admin, "VACUUM (ANALYZE) whizbang.wh_inbox, whizbang.wh_inbox_work");
+    exec_admin(admin, "VACUUM (ANALYZE) whizbang.wh_inbox");
     exec_admin(admin, "CHECKPOINT");
 }
 
@@ -589,8 +586,8 @@ std::vector<CellResult> run_cycle(const Options& o, PGconn* admin, long& budget)
             all.push_back(r);
         }
     for (auto& w : ws) PQfinish(w->conn);
-    exec_admin(admin, std::string("DROP TABLE IF EXISTS ") + kStageInbox + ", " + kStageWork);
-    exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_message_deduplication");
+    exec_admin(admin, std::string("DROP TABLE IF EXISTS ") + kStageInbox);
+    exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_message_deduplication");
     return aggregate(all, o.max_other);
 }
 
@@ -901,7 +898,7 @@ int main(int argc, char** argv) {
         if (has(o.parts, "latency")) lat = run_latency(o, admin, methods);
         if (has(o.parts, "cycle")) cyc = run_cycle(o, admin, budget);
         if (has(o.parts, "idle")) {
-            exec_admin(admin, "TRUNCATE whizbang.wh_inbox, whizbang.wh_inbox_work");
+            exec_admin(admin, "TRUNCATE whizbang.wh_inbox");
             if (o.have_wait && has(o.methods, "wait")) idle.push_back(idle_waiting(o, admin));
             if (has(o.methods, "poll")) idle.push_back(idle_polling(o));
         }

@@ -66,7 +66,6 @@ SELECT * FROM whizbang.complete_work('inbox', '{1c000000-0000-7000-8000-00000000
     ARRAY[pg_temp.tok('1c000000-0000-7000-8000-000000000003', 1)],
     'claim_a', '2030-02-01 00:00:42Z');
 SELECT (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'claim_a') AS inbox_rows,
-       (SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'claim_a') AS work_rows,
        (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'claim_a') AS dedup_records;
 -- The wrong consumer does not find the message.
 SELECT * FROM whizbang.complete_work('inbox', '{1c000000-0000-7000-8000-000000000002}',

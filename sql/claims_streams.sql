@@ -39,7 +39,7 @@ SELECT message_id, stream_id FROM whizbang.store_inbox_messages('[
   {"MessageId": "1d000000-0000-7000-8000-0000000000c1",
    "HandlerName": "h", "MessageType": "T", "Envelope": {"step": "c1"}, "ScheduledFor": "2030-03-01 00:00:01Z"}
 ]', p_now => '2030-03-01 00:00:00Z', p_consumer => 'stream_o');
-SELECT message_id, stream_seq FROM whizbang.wh_inbox_work WHERE consumer = 'stream_o' AND stream_id IS NOT NULL
+SELECT message_id, stream_seq FROM whizbang.wh_inbox WHERE consumer = 'stream_o' AND stream_id IS NOT NULL
  ORDER BY stream_id, stream_seq;
 
 -- 00:00:05, worker 1, at most 2 per stream: the heads a1 and c1 by due time, then a2 (a
@@ -123,4 +123,4 @@ SELECT message_id, outcome, scheduled_for FROM whizbang.fail_work('inbox', '{1d0
     '2030-03-01 02:01:10Z');
 SELECT * FROM whizbang.complete_work('inbox', '{1d000000-0000-7000-8000-0000000000e2}',
     ARRAY[pg_temp.tok('1d000000-0000-7000-8000-0000000000e2', 2)], 'stream_e', '2030-03-01 02:01:20Z');
-SELECT count(*) AS work_left FROM whizbang.wh_inbox_work WHERE consumer = 'stream_e';
+SELECT count(*) AS work_left FROM whizbang.wh_inbox WHERE consumer = 'stream_e';

@@ -27,8 +27,8 @@ SELECT * FROM whizbang.store_outbox_messages('[
    "Envelope": {"invoice": "changed"}}
 ]', p_now => '1990-01-01 00:00:01Z');
 SELECT o.message_id, o.destination, o.message_type, o.event_data, o.metadata, o.stream_id, o.is_event,
-       o.created_at = '1990-01-01 00:00:00Z' AS created_at_p_now, w.stream_seq
-  FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox_work w USING (message_id)
+       o.created_at = '1990-01-01 00:00:00Z' AS created_at_p_now, o.stream_seq
+  FROM whizbang.wh_outbox o
  WHERE o.message_id::text LIKE '1f000000-%' ORDER BY o.message_id;
 
 -- A relay claims the outbox: destination set, no handler, no consumer. Heads by due time
@@ -63,8 +63,8 @@ SELECT source, consumer, message_id, destination, handler_name, message_type, en
 BEGIN;
 SELECT whizbang.retry_dead_letters(ARRAY(SELECT dead_letter_id FROM whizbang.wh_dead_letters
                                           WHERE message_id = '1f000000-0000-7000-8000-000000000003'));
-SELECT o.message_id, o.event_data, w.attempts, w.scheduled_for = now() AS due_now, o.created_at = now() AS created_now
-  FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox_work w USING (message_id)
+SELECT o.message_id, o.event_data, o.attempts, o.scheduled_for = now() AS due_now, o.created_at = now() AS created_now
+  FROM whizbang.wh_outbox o
  WHERE o.message_id = '1f000000-0000-7000-8000-000000000003';
 COMMIT;
 
@@ -86,7 +86,7 @@ SELECT * FROM whizbang.store_outbox_messages('[
 -- Debug mode keeps a published message, marked processed: never handed out again, and its id
 -- still answers false.
 SELECT whizbang.complete_outbox_published('{1f000000-0000-7000-8000-000000000002}', p_debug_mode => true);
-SELECT message_id, processed_at IS NOT NULL AS processed FROM whizbang.wh_outbox_work
+SELECT message_id, processed_at IS NOT NULL AS processed FROM whizbang.wh_outbox
  WHERE message_id = '1f000000-0000-7000-8000-000000000002';
 SELECT count(*) AS claimed FROM whizbang.claim_work('1f000000-aaaa-4000-8000-000000000001', 'outbox',
                                                     p_now => '1990-01-01 00:03:00Z');

@@ -42,7 +42,7 @@ SELECT count(*) AS stored FROM whizbang.store_inbox_messages('[
 SELECT * FROM pg_temp.claim('2030-04-01 00:00:00Z', 'retry_mail') ORDER BY pos;
 SELECT * FROM pg_temp.fail('1e000000-0000-7000-8000-0000000000a1', '2030-04-01 00:00:00Z', 'retry_mail',
                            'SMTP 451: try again later', NULL, 10);
-SELECT message_id, last_error FROM whizbang.wh_inbox_work WHERE consumer = 'retry_mail' AND last_error IS NOT NULL;
+SELECT message_id, last_error FROM whizbang.wh_inbox WHERE consumer = 'retry_mail' AND last_error IS NOT NULL;
 SELECT * FROM pg_temp.claim('2030-04-01 00:00:05Z', 'retry_mail') ORDER BY pos;
 -- Delivery 2 fails: 15 to 20 s. Delivery 3 (= max_attempts) fails: dead_lettered.
 SELECT * FROM pg_temp.claim('2030-04-01 00:01:00Z', 'retry_mail') ORDER BY pos;
@@ -61,7 +61,7 @@ SELECT source, consumer, message_id, handler_name, destination, message_type, en
 SELECT * FROM pg_temp.fail('1e000000-0000-7000-8000-0000000000a2', '2030-04-01 00:02:10Z', 'retry_mail',
                            'invalid address', false);
 SELECT message_id, attempts, last_error FROM whizbang.wh_dead_letters WHERE consumer = 'retry_mail' ORDER BY message_id;
-SELECT count(*) AS work_left FROM whizbang.wh_inbox_work WHERE consumer = 'retry_mail';
+SELECT count(*) AS work_left FROM whizbang.wh_inbox WHERE consumer = 'retry_mail';
 
 -- retry_dead_letters puts r1 back as fresh work (delivery 1 again) and deletes its dead
 -- letter; a second call finds nothing. The dedup record was kept: a redelivery is a duplicate.

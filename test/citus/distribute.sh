@@ -57,8 +57,8 @@ check "on a single server partition_number stays NULL (nothing reads or writes i
      UNION ALL SELECT partition_number FROM whizbang.wh_message_deduplication
      UNION ALL SELECT partition_number FROM whizbang.wh_outbox) s"
 before=$(q "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox)
-  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_work) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_streams)
-  || ' ' || (SELECT count(*) FROM whizbang.wh_outbox) || ' ' || (SELECT count(*) FROM whizbang.wh_outbox_work)
+  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_streams)
+  || ' ' || (SELECT count(*) FROM whizbang.wh_outbox) || ' ' || (SELECT count(*) FROM whizbang.wh_outbox)
   || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys)")
 
 # ---- distribute
@@ -68,8 +68,8 @@ check_eq "distribute() on a worker is refused with 55000" 55000 \
   "$(PGPORT=$WORKER1_PORT sqlstate "SELECT whizbang.distribute(4)")"
 q "SELECT whizbang.distribute(4)" >/dev/null 2>&1
 after=$(q "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox)
-  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_work) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_streams)
-  || ' ' || (SELECT count(*) FROM whizbang.wh_outbox) || ' ' || (SELECT count(*) FROM whizbang.wh_outbox_work)
+  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_streams)
+  || ' ' || (SELECT count(*) FROM whizbang.wh_outbox) || ' ' || (SELECT count(*) FROM whizbang.wh_outbox)
   || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys)")
 check_eq "every row is still there, read through the coordinator (dedup inbox work streams outbox work keys)" "$before" "$after"
 check "the ten tables of a message and wh_partitions are hash-distributed by partition_number, colocated, 4 shards each" \
@@ -77,12 +77,12 @@ check "the ten tables of a message and wh_partitions are hash-distributed by par
           AND bool_and(column_to_column_name(logicalrelid, partkey) = 'partition_number')
           AND bool_and((SELECT count(*) FROM pg_dist_shard s WHERE s.logicalrelid = p.logicalrelid) = 4)
      FROM pg_dist_partition p
-    WHERE logicalrelid::text IN ('whizbang.wh_message_deduplication', 'whizbang.wh_inbox', 'whizbang.wh_inbox_work',
-          'whizbang.wh_inbox_streams', 'whizbang.wh_inbox_preleased', 'whizbang.wh_outbox', 'whizbang.wh_outbox_work',
+    WHERE logicalrelid::text IN ('whizbang.wh_message_deduplication', 'whizbang.wh_inbox', 'whizbang.wh_inbox',
+          'whizbang.wh_inbox_streams', 'whizbang.wh_inbox_preleased', 'whizbang.wh_outbox', 'whizbang.wh_outbox',
           'whizbang.wh_outbox_streams', 'whizbang.wh_outbox_preleased', 'whizbang.wh_dead_letters', 'whizbang.wh_partitions')"
 check "idempotency keys are distributed by scope, in a colocation group of their own" \
   "SELECT partmethod = 'h' AND column_to_column_name(logicalrelid, partkey) = 'scope'
-          AND colocationid <> (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'whizbang.wh_inbox_work'::regclass)
+          AND colocationid <> (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'whizbang.wh_inbox'::regclass)
      FROM pg_dist_partition WHERE logicalrelid = 'whizbang.wh_idempotency_keys'::regclass"
 check "settings, their defaults and the idempotency policies are reference tables" \
   "SELECT count(*) = 3 FROM pg_dist_partition WHERE partmethod = 'n' AND repmodel = 't'
@@ -107,7 +107,7 @@ check "the coordinator's own copies of the tables hold no rows (Citus's shells)"
 check "each message's rows are in its stream's partition (its own where it has none)" \
   "SELECT bool_and(i.partition_number = whizbang.partition_of(coalesce(i.stream_id, i.message_id), 10000)
                    AND w.partition_number = i.partition_number)
-     FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox_work w USING (message_id, consumer, partition_number)"
+     FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox w USING (message_id, consumer, partition_number)"
 check "a streamed message's dedup record is colocated with the message" \
   "SELECT d.partition_number = whizbang.partition_of('01900000-0000-7000-8000-0000000000f2', 10000)
      FROM whizbang.wh_message_deduplication d WHERE d.message_id = '01900000-0000-7000-8000-0000000000a4'"

@@ -102,7 +102,7 @@ check "A: 6 completed, 1 dead-lettered, 1 retry scheduled; 3 outbox messages pub
 # Every row of whizbang's tables, as text, sorted: compared between A and B.
 state() {
   local t
-  for t in wh_inbox wh_inbox_work wh_inbox_streams wh_inbox_preleased wh_outbox wh_outbox_work wh_outbox_streams \
+  for t in wh_inbox wh_inbox wh_inbox_streams wh_inbox_preleased wh_outbox wh_outbox wh_outbox_streams \
            wh_outbox_preleased wh_message_deduplication wh_dead_letters wh_idempotency_keys wh_idempotency_policies; do
     echo "== $t"
     q "SELECT t::text FROM whizbang.$t t ORDER BY 1"
@@ -119,7 +119,7 @@ check_eq "A: stats() counts 4 inbox and 3 outbox messages leased, 1 dead letter,
   "$(grep -E '^(inbox_leased|outbox_leased|inbox_dead_lettered|idempotency_in_progress|idempotency_completed)=' "$work/a.stats" |
      sort | tr '\n' ' ' | sed 's/ $//')"
 # The shard count to distribute with again (citus_tables does not list an extension's tables).
-shards=$(q "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'whizbang.wh_inbox_work'::regclass")
+shards=$(q "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'whizbang.wh_inbox'::regclass")
 max_lease=$(q "SELECT max(lease_token) FROM public.claimed")
 max_key=$(q "SELECT max(token) FROM whizbang.wh_idempotency_keys")
 dead_id=$(q "SELECT dead_letter_id FROM whizbang.wh_dead_letters")
@@ -158,9 +158,9 @@ check "B, restored: check() calls it a single server until distribute()" \
   "SELECT detail = 'a single server' FROM whizbang.check() WHERE item = 'distributed'"
 q "SELECT whizbang.distribute($shards)" >/dev/null 2>"$work/distribute.err" || { cat "$work/distribute.err"; }
 check "B: distribute($shards) made the work tables distributed tables of $shards shards on both workers" \
-  "SELECT (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'whizbang.wh_inbox_work'::regclass) = $shards
+  "SELECT (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'whizbang.wh_inbox'::regclass) = $shards
       AND (SELECT count(DISTINCT p.nodeport) FROM pg_dist_shard s JOIN pg_dist_shard_placement p USING (shardid)
-            WHERE s.logicalrelid = 'whizbang.wh_inbox_work'::regclass) = 2"
+            WHERE s.logicalrelid = 'whizbang.wh_inbox'::regclass) = 2"
 # A node makes dead-letter ids from its group id and its own sequence, which the dump does not
 # hold (it is the node's, not the coordinator's): a fresh node starts at 1 again, and distribute()
 # (0.11.0) moves every node's sequence past the restored ids (their low 48 bits).
@@ -256,12 +256,12 @@ check "B: the stream goes on: its 5 messages handed out in order, numbered 1 to 
   "CREATE TEMP TABLE c4 AS SELECT * FROM whizbang.claim_work('$W3', 'inbox', 1000, 300, NULL, 64, 100, now(), 'orders')
                            WITH ORDINALITY;
    SELECT array_agg(c4.envelope->>'n' ORDER BY c4.ordinality) = '{1,2,3,4,5}' AND bool_and(w.stream_seq = (c4.envelope->>'n')::int)
-     FROM c4 JOIN whizbang.wh_inbox_work w USING (consumer, message_id)"
+     FROM c4 JOIN whizbang.wh_inbox w USING (consumer, message_id)"
 check "B: a new message of the stream is new" \
   "SELECT count(*) = 1 FROM whizbang.inbox_receive(public.batch('s', 6, md5('stream')::uuid), 'orders', now(), 64)
     WHERE outcome = 'new'"
 check "B: ... and numbered 6, after the restored counter" \
-  "SELECT stream_seq = 6 FROM whizbang.wh_inbox_work WHERE consumer = 'orders' AND message_id = md5('s6')::uuid"
+  "SELECT stream_seq = 6 FROM whizbang.wh_inbox WHERE consumer = 'orders' AND message_id = md5('s6')::uuid"
 check "B: the outbox's 6 pending are claimed exactly once (none of the leased 3), and published" \
   "CREATE TEMP TABLE c5 AS SELECT * FROM whizbang.claim_work('$W3', 'outbox', 1000, 300, NULL, 64);
    CREATE TEMP TABLE c5b AS SELECT * FROM whizbang.claim_work('$W4', 'outbox', 1000, 300, NULL, 64);

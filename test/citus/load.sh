@@ -111,7 +111,7 @@ run_phase() {  # label extra-args...  (PHASE_SECONDS: the load's length, else $s
 
 check "the load's partitions (64) live on both workers" \
   "SELECT count(DISTINCT nodeport) = 2 FROM pg_dist_shard_placement
-    WHERE shardid IN (SELECT get_shard_id_for_distribution_column('whizbang.wh_inbox_work', p) FROM generate_series(0, 63) p)"
+    WHERE shardid IN (SELECT get_shard_id_for_distribution_column('whizbang.wh_inbox', p) FROM generate_series(0, 63) p)"
 run_phase steady
 restart="$(printf '%q ' "$CITUS_BIN/pg_ctl" -D "$CITUS_DIR/n$WORKER2_PORT" -m immediate -w stop); sleep 2; $(printf '%q ' "$CITUS_BIN/pg_ctl" -D "$CITUS_DIR/n$WORKER2_PORT" -w -l "$CITUS_DIR/n$WORKER2_PORT.log" start)"
 [ "$(id -u)" -eq 0 ] && restart="runuser -u postgres -- bash -c $(printf '%q' "$restart")"
@@ -123,8 +123,8 @@ run_phase restart --restart-after $((seconds / 3)) --restart-cmd "$restart >/dev
 cat >"$CITUS_DIR/moves.sh" <<MOVES
 set -euo pipefail
 m() { psql -X -q -A -t -v ON_ERROR_STOP=1 -h '$CITUS_DIR' -p $COORD_PORT -U postgres -d postgres -c "\$1"; }
-layout() { m "SELECT string_agg(p.shardid || ':' || p.nodeport, ',' ORDER BY p.shardid) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'whizbang.wh_inbox_work'::regclass"; }
-on_w1() { m "SELECT p.shardid FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'whizbang.wh_inbox_work'::regclass AND p.nodeport = $WORKER1_PORT ORDER BY p.shardid LIMIT 1 OFFSET \$1"; }
+layout() { m "SELECT string_agg(p.shardid || ':' || p.nodeport, ',' ORDER BY p.shardid) FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'whizbang.wh_inbox'::regclass"; }
+on_w1() { m "SELECT p.shardid FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid) WHERE s.logicalrelid = 'whizbang.wh_inbox'::regclass AND p.nodeport = $WORKER1_PORT ORDER BY p.shardid LIMIT 1 OFFSET \$1"; }
 step() {  # label sql...: each sql alone, SHARD replaced by worker 1's first shard at that moment
   local before after sql label=\$1; shift
   before=\$(layout)
@@ -140,7 +140,7 @@ step "block_writes move" "\$move, 'block_writes')"
 step "logical move" "\$move, 'force_logical')"
 step "citus_rebalance_start" "SELECT citus_rebalance_start()" "SELECT citus_rebalance_wait()"
 step "two block_writes moves" "\$move, 'block_writes')" "\$move, 'block_writes')"
-step "rebalance_table_shards" "SELECT rebalance_table_shards('whizbang.wh_inbox_work', shard_transfer_mode => 'force_logical')"
+step "rebalance_table_shards" "SELECT rebalance_table_shards('whizbang.wh_inbox', shard_transfer_mode => 'force_logical')"
 MOVES
 PHASE_SECONDS=${MOVES_SECONDS:-60} run_phase moves --event-after 3 --event-cmd "bash $CITUS_DIR/moves.sh >$CITUS_DIR/moves.log 2>&1"
 cat "$CITUS_DIR/moves.log"

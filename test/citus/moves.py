@@ -26,7 +26,7 @@ checks.init(DSN)
 
 
 def shard_of(p):
-    return one("SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work', %s)", (p,))
+    return one("SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox', %s)", (p,))
 
 
 def port_of(shard):

@@ -30,7 +30,7 @@ checks.init(DSN)
 
 def port_of_partition(p):
     return rows("SELECT nodeport FROM pg_catalog.pg_dist_shard_placement WHERE shardid ="
-                " pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work', %s)", (p,))[0][0]
+                " pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox', %s)", (p,))[0][0]
 
 
 on = {W1: [], W2: []}

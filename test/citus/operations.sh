@@ -66,7 +66,7 @@ q "SELECT citus_rebalance_start()" >/dev/null 2>&1
 q "SELECT citus_rebalance_wait()" >/dev/null
 check "the rebalance moved work shards onto the new node" \
   "SELECT count(*) > 0 FROM pg_dist_shard_placement p JOIN pg_dist_shard s USING (shardid)
-    WHERE s.logicalrelid = 'whizbang.wh_inbox_work'::regclass AND p.nodeport = $W3"
+    WHERE s.logicalrelid = 'whizbang.wh_inbox'::regclass AND p.nodeport = $W3"
 q "CREATE ROLE app_new LOGIN" >/dev/null
 q "SELECT count(*) FROM whizbang.grant_worker('app_new', ARRAY['inbox'])" >/dev/null
 check "with 3 nodes: a role granted on the coordinator only stores on every node, the new one too" \

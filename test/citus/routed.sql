@@ -20,7 +20,7 @@ $$;
 -- The shard of a message (its stream's partition, or its own).
 CREATE FUNCTION pg_temp.shard(p_key uuid) RETURNS bigint
 LANGUAGE sql STABLE AS $$
-    SELECT get_shard_id_for_distribution_column('whizbang.wh_inbox_work', whizbang.partition_of(p_key, 10000))
+    SELECT get_shard_id_for_distribution_column('whizbang.wh_inbox', whizbang.partition_of(p_key, 10000))
 $$;
 
 -- ---- the messages span shards
@@ -45,7 +45,7 @@ SELECT results_eq(
     $$VALUES (pg_temp.id(1), 'duplicate'), (pg_temp.id(7), 'new'), (pg_temp.id(7), 'duplicate'), (pg_temp.id(2), 'duplicate')$$,
     'inbox_receive: one outcome per element, in input order');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_inbox WHERE consumer = 'rt'), 7, 'seven messages stored');
-SELECT is((SELECT count(*)::int FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox_work w USING (message_id, consumer, partition_number)
+SELECT is((SELECT count(*)::int FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox w USING (message_id, consumer, partition_number)
             WHERE i.consumer = 'rt' AND i.partition_number = whizbang.partition_of(coalesce(i.stream_id, i.message_id), 10000)),
           7, 'each message and its work row share the partition of its stream (or its own)');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_message_deduplication d JOIN whizbang.wh_inbox i
@@ -62,7 +62,7 @@ SELECT results_eq($$SELECT message_id FROM c1 ORDER BY 1$$,
     $$VALUES (pg_temp.id(1)), (pg_temp.id(2)), (pg_temp.id(3)), (pg_temp.id(4)), (pg_temp.id(5)), (pg_temp.id(6)), (pg_temp.id(7))$$,
     'claim: every due row from every shard');
 SELECT is((SELECT count(DISTINCT lease_token)::int FROM c1), 1, 'claim: one token for the whole claim, on every node');
-SELECT ok((SELECT bool_and(c.partition_number = w.partition_number) FROM c1 c JOIN whizbang.wh_inbox_work w
+SELECT ok((SELECT bool_and(c.partition_number = w.partition_number) FROM c1 c JOIN whizbang.wh_inbox w
              USING (message_id, consumer, partition_number)), 'claim: rows come with their partition');
 SELECT results_eq(
     $$SELECT message_id FROM c1 WHERE stream_id = pg_temp.sid(1) ORDER BY lease_token, message_id$$,
@@ -174,7 +174,7 @@ SELECT is((SELECT count(*)::int FROM whizbang.wh_idempotency_keys WHERE scope LI
 SELECT is((SELECT count(*)::int FROM whizbang.wh_dead_letters WHERE consumer = 'rt'), 0, 'the old dead letter is gone');
 
 -- ---- a call for one partition touches one node
-SELECT is((SELECT count(DISTINCT get_shard_id_for_distribution_column('whizbang.wh_inbox_work', p))::int
+SELECT is((SELECT count(DISTINCT get_shard_id_for_distribution_column('whizbang.wh_inbox', p))::int
              FROM unnest(ARRAY[whizbang.partition_of(pg_temp.sid(1), 10000)]) p), 1, 'one partition: one shard');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_partitions), 10000, 'wh_partitions routes partitions 0..9999');
 SELECT throws_ok(

@@ -39,5 +39,5 @@ left() {  # database
                   || ' ' || (SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'waiting')
                   || ' ' || (SELECT count(*) FROM whizbang.wh_dead_letters)
                   || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys)
-                  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_work)"
+                  || ' ' || (SELECT count(*) FROM whizbang.wh_inbox)"
 }

@@ -247,7 +247,7 @@ SELECT throws_ok(
 SELECT throws_ok(
     $$SELECT * FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(26, '{"IS_EVENT": true}')))$$,
     '22023', 'p_messages[0] has the unknown field "IS_EVENT"', 'h: IS_EVENT is a near miss of IsEvent');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE message_id IN ('00000000-0000-4000-8000-000000000014',
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE message_id IN ('00000000-0000-4000-8000-000000000014',
                                                                             '00000000-0000-4000-8000-000000000019')),
           0::bigint, 'h: nothing of the refused batches was stored');
 SELECT throws_ok(
@@ -270,9 +270,9 @@ SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(
                pg_temp.msg(33, '{"ScheduledFor": "2031-01-01T00:00:00Z", "StreamId": null, "IsEvent": null, "SentAt": null, "Metadata": null, "Scope": {}}')),
                p_consumer => 'fwd')),
           1::bigint, 'h: an element with every field, some null, is taken');
-SELECT is((SELECT scheduled_for FROM whizbang.wh_inbox_work WHERE consumer = 'fwd' AND message_id = '00000000-0000-4000-8000-000000000021'),
+SELECT is((SELECT scheduled_for FROM whizbang.wh_inbox WHERE consumer = 'fwd' AND message_id = '00000000-0000-4000-8000-000000000021'),
           '2031-01-01 00:00:00Z'::timestamptz, 'h: and its ScheduledFor is read');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'fwd'), 3::bigint,
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'fwd'), 3::bigint,
           'h: the three accepted inbox elements were stored');
 
 SELECT * FROM finish();

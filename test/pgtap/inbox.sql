@@ -31,7 +31,7 @@ $$;
 CREATE FUNCTION pg_temp.inbox_rows(p_consumer text) RETURNS bigint
 LANGUAGE sql AS $$ SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = p_consumer $$;
 CREATE FUNCTION pg_temp.work_rows(p_consumer text) RETURNS bigint
-LANGUAGE sql AS $$ SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = p_consumer $$;
+LANGUAGE sql AS $$ SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = p_consumer $$;
 CREATE FUNCTION pg_temp.dedup_rows(p_consumer text) RETURNS bigint
 LANGUAGE sql AS $$ SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = p_consumer $$;
 
@@ -91,7 +91,7 @@ SELECT results_eq(
              (pg_temp.id(14), pg_temp.sid(1), 'duplicate'), (pg_temp.id(15), NULL::uuid, 'new')$$,
     'inbox_receive: one row per input in input order; a repeat in the batch is duplicate');
 SELECT is(pg_temp.inbox_rows('batch'), 5::bigint, 'inbox_receive: the two new messages were stored');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'batch' AND message_id = pg_temp.id(14)),
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'batch' AND message_id = pg_temp.id(14)),
           1::bigint, 'inbox_receive: the repeated message has one work row');
 
 -- ---------------------------------------------------------------------------------------
@@ -167,7 +167,7 @@ SELECT results_eq(
     'replay: sent 30 days and 1 s ago is expired; exactly 30 days ago and no SentAt are new');
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'replay' AND message_id = pg_temp.id(31)),
           0::bigint, 'replay: the expired message is not in wh_inbox');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'replay' AND message_id = pg_temp.id(31)),
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'replay' AND message_id = pg_temp.id(31)),
           0::bigint, 'replay: the expired message has no work row');
 SELECT is((SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'replay' AND message_id = pg_temp.id(31)),
           0::bigint, 'replay: nothing recorded for the expired message');
@@ -218,7 +218,7 @@ SELECT results_eq(
         jsonb_build_array(pg_temp.msg(41, 4)), NULL, NULL, '2030-01-01 00:00:01+00', 10000, 'rollback')$$,
     $$VALUES (pg_temp.id(41), true)$$, 'rollback: the same message is new again');
 SELECT results_eq(
-    $$SELECT message_id, stream_seq FROM whizbang.wh_inbox_work WHERE consumer = 'rollback'$$,
+    $$SELECT message_id, stream_seq FROM whizbang.wh_inbox WHERE consumer = 'rollback'$$,
     $$VALUES (pg_temp.id(41), 1::bigint)$$, 'rollback: it is the first of its stream');
 SELECT is(pg_temp.dedup_rows('rollback'), 1::bigint, 'rollback: one dedup record');
 
@@ -244,8 +244,8 @@ SELECT is_empty(
         jsonb_build_array(pg_temp.msg(51, 5)), NULL, NULL, '2030-01-01 00:00:00+00', 10000, 'consumer_a')$$,
     'consumers: a second delivery to consumer_a is a duplicate');
 SELECT results_eq(
-    $$SELECT consumer COLLATE "default", envelope, stream_seq FROM whizbang.wh_inbox JOIN whizbang.wh_inbox_work
-        USING (consumer, message_id) WHERE message_id = pg_temp.id(51) ORDER BY 1$$,
+    $$SELECT consumer COLLATE "default", envelope, stream_seq FROM whizbang.wh_inbox
+       WHERE message_id = pg_temp.id(51) ORDER BY 1$$,
     $$VALUES ('consumer_a'::text, '{"n": 51}'::jsonb, 1::bigint), ('consumer_b', '{"other": 1}', 1),
              ('consumer_c', '{"n": 51}', 1)$$,
     'consumers: three messages, each first of its own (consumer, stream)');
@@ -325,7 +325,7 @@ SELECT lives_ok(
         'a0000000-0000-4000-8000-00000000000a', NULL, '2030-01-01 00:00:00+00', 10000, 'pre')$$,
     'pre-leased: stored for instance a behind unfinished work / not yet due');
 SELECT results_eq(
-    $$SELECT w.message_id, l.instance_id, l.lease_token, l.lease_expiry FROM whizbang.wh_inbox_work w
+    $$SELECT w.message_id, l.instance_id, l.lease_token, l.lease_expiry FROM whizbang.wh_inbox w
         LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
        WHERE w.consumer = 'pre' AND w.message_id IN (pg_temp.id(63), pg_temp.id(64), pg_temp.id(65)) ORDER BY w.message_id$$,
     $$VALUES (pg_temp.id(63), NULL::uuid, NULL::bigint, NULL::timestamptz), (pg_temp.id(64), NULL, NULL, NULL),
@@ -343,7 +343,7 @@ SELECT lives_ok(
         'a0000000-0000-4000-8000-00000000000a', '2030-01-01 00:10:00+00', '2030-01-01 00:00:00+00', 10000, 'pre')$$,
     'pre-leased: two rows of idle stream 8 in one batch');
 SELECT results_eq(
-    $$SELECT w.message_id, l.instance_id IS NOT NULL FROM whizbang.wh_inbox_work w
+    $$SELECT w.message_id, l.instance_id IS NOT NULL FROM whizbang.wh_inbox w
         LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
        WHERE w.consumer = 'pre' AND w.stream_id = pg_temp.sid(8) ORDER BY w.stream_seq$$,
     $$VALUES (pg_temp.id(66), true), (pg_temp.id(67), false)$$,
@@ -381,7 +381,7 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT w.message_id, w.stream_id, w.stream_seq, w.partition_number, w.scheduled_for, w.attempts, l.lease_token,
              l.lease_expiry, w.last_error, w.processed_at
-        FROM whizbang.wh_inbox_work w
+        FROM whizbang.wh_inbox w
         LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
        WHERE w.consumer = 'fields' ORDER BY w.message_id$$,
     $$VALUES (pg_temp.id(71), NULL::uuid, NULL::bigint, whizbang.partition_of(pg_temp.id(71), 16),

@@ -42,7 +42,7 @@ SELECT isnt((r).writes_after, (r).writes_before, 'self-test: a write the error r
 
 -- What the last check saw; pg_temp.grew(...) checks how many rows each table gained since.
 CREATE TEMP TABLE last_counts AS
-SELECT (SELECT count(*) FROM whizbang.wh_inbox) AS inbox, (SELECT count(*) FROM whizbang.wh_inbox_work) AS work,
+SELECT (SELECT count(*) FROM whizbang.wh_inbox) AS inbox, (SELECT count(*) FROM whizbang.wh_inbox) AS work,
        (SELECT count(*) FROM whizbang.wh_message_deduplication) AS dedup;
 CREATE FUNCTION pg_temp.grew(p_inbox bigint, p_work bigint, p_dedup bigint, p_description text) RETURNS text
 LANGUAGE plpgsql AS $$
@@ -50,7 +50,7 @@ DECLARE
     v_now  record;
     v_last record;
 BEGIN
-    SELECT (SELECT count(*) FROM whizbang.wh_inbox) AS inbox, (SELECT count(*) FROM whizbang.wh_inbox_work) AS work,
+    SELECT (SELECT count(*) FROM whizbang.wh_inbox) AS inbox, (SELECT count(*) FROM whizbang.wh_inbox) AS work,
            (SELECT count(*) FROM whizbang.wh_message_deduplication) AS dedup INTO v_now;
     SELECT * INTO v_last FROM last_counts;
     UPDATE last_counts SET inbox = v_now.inbox, work = v_now.work, dedup = v_now.dedup;
@@ -81,7 +81,7 @@ SELECT results_eq(
     $$VALUES (pg_temp.id(1))$$, 'store: NULL p_instance_id and p_lease_expiry are the defaults');
 SELECT pg_temp.grew(1, 1, 1, 'store: that call wrote one message');
 SELECT results_eq(
-    $$SELECT l.instance_id, l.lease_token FROM whizbang.wh_inbox_work w
+    $$SELECT l.instance_id, l.lease_token FROM whizbang.wh_inbox w
         LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
        WHERE w.consumer = 'bad_nulls'$$,
     $$VALUES (NULL::uuid, NULL::bigint)$$, 'store: without an instance the row is stored unleased');
@@ -440,7 +440,7 @@ SELECT pg_temp.grew(-2, -2, 0, 'outcomes: completion removed both messages and k
 -- The generation of that time made by maintenance then (0.13.0: a store makes none further ahead
 -- than now() plus one period); the counts start again after what it purged.
 DO $$ BEGIN PERFORM whizbang.perform_maintenance('294276-12-31 23:00:00+00'); END $$;
-UPDATE last_counts SET inbox = (SELECT count(*) FROM whizbang.wh_inbox), work = (SELECT count(*) FROM whizbang.wh_inbox_work),
+UPDATE last_counts SET inbox = (SELECT count(*) FROM whizbang.wh_inbox), work = (SELECT count(*) FROM whizbang.wh_inbox),
                        dedup = (SELECT count(*) FROM whizbang.wh_message_deduplication);
 SELECT lives_ok(
     $$SELECT whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(95)), NULL, NULL, '294276-12-31 23:00:00+00',
@@ -489,7 +489,7 @@ SELECT is((SELECT count(*) FROM big, whizbang.store_inbox_messages(big.batch, p_
           'big: a 100,000-element batch returns 100,000 new rows');
 SELECT pg_temp.grew(100000, 100000, 100000, 'big: 100,000 messages written');
 SELECT results_eq(
-    $$SELECT count(*), min(stream_seq), max(stream_seq) FROM whizbang.wh_inbox_work WHERE consumer = 'big'
+    $$SELECT count(*), min(stream_seq), max(stream_seq) FROM whizbang.wh_inbox WHERE consumer = 'big'
        GROUP BY stream_id ORDER BY stream_id LIMIT 1$$,
     $$VALUES (1000::bigint, 1::bigint, 1000::bigint)$$, 'big: each of the 100 streams is numbered 1..1000');
 SELECT is((SELECT count(*) FILTER (WHERE outcome = 'duplicate') FROM big, whizbang.inbox_receive(big.batch, 'big')),

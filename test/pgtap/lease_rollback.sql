@@ -58,11 +58,11 @@ SELECT is(pg_temp.held(), 2::bigint, 'completion and release rolled back: both l
 
 -- Work rows deleted or truncated by hand, rolled back: their leases are as they were.
 SAVEPOINT s;
-DELETE FROM whizbang.wh_inbox_work WHERE consumer = 'rb';
+DELETE FROM whizbang.wh_inbox WHERE consumer = 'rb';
 ROLLBACK TO s;
 SELECT is(pg_temp.held(), 2::bigint, 'a rolled-back DELETE of the work rows leaves the leases');
 SAVEPOINT s;
-TRUNCATE whizbang.wh_inbox_work CASCADE;
+TRUNCATE whizbang.wh_inbox CASCADE;
 ROLLBACK TO s;
 SELECT is(pg_temp.held(), 2::bigint, 'a rolled-back TRUNCATE of the work table leaves the leases');
 SELECT is((SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(2), 'inbox', 10, 60, NULL, 10000, 100,
@@ -70,7 +70,7 @@ SELECT is((SELECT count(*) FROM whizbang.claim_work(pg_temp.inst(2), 'inbox', 10
           'so another instance gets only the two free rows');
 
 -- And committed (here: not rolled back) they end the leases: a row stored again is free.
-DELETE FROM whizbang.wh_inbox_work WHERE consumer = 'rb' AND message_id = (SELECT message_id FROM a ORDER BY 1 LIMIT 1);
+DELETE FROM whizbang.wh_inbox WHERE consumer = 'rb' AND message_id = (SELECT message_id FROM a ORDER BY 1 LIMIT 1);
 SELECT is(pg_temp.held(), 1::bigint, 'a DELETE ends the deleted row''s lease');
 SELECT results_eq($$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY(SELECT message_id FROM a ORDER BY 1),
                       ARRAY(SELECT lease_token FROM a ORDER BY message_id), 'rb', '2030-01-01 00:00:04+00')$$,

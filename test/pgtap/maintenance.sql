@@ -75,7 +75,7 @@ SELECT results_eq($$SELECT consumer::text COLLATE "default", message_id FROM whi
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(1), pg_temp.msg(2)),
                                                              NULL, NULL, '2030-02-01 00:00:00+00', 10000, 'stuck')),
           0::bigint, 'no loss: their redeliveries are still rejected (nothing stored)');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'stuck'), 1::bigint,
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'stuck'), 1::bigint,
           'no loss: the pending work was not touched');
 SELECT is((SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(1)], NULL, 'stuck')), 'completed',
           'message 1 is processed at last');
@@ -159,8 +159,8 @@ SELECT results_eq($$SELECT rows_affected FROM pg_temp.run('2030-01-30 00:00:00+0
 SELECT results_eq($$SELECT rows_affected FROM pg_temp.run() WHERE task_name = 'purge_processed'$$,
                   $$VALUES (2::bigint)$$, 'processed: debug-mode leftovers of both sources go past the window');
 SELECT results_eq(
-    $$SELECT (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dbg'), (SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'dbg'),
-             (SELECT count(*) FROM whizbang.wh_outbox), (SELECT count(*) FROM whizbang.wh_outbox_work)$$,
+    $$SELECT (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dbg'), (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dbg'),
+             (SELECT count(*) FROM whizbang.wh_outbox), (SELECT count(*) FROM whizbang.wh_outbox)$$,
     $$VALUES (1::bigint, 1::bigint, 0::bigint, 0::bigint)$$,
     'processed: the marked rows and their messages are gone; the pending message 11 stays');
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox_streams WHERE consumer = 'dbg'), 1::bigint,
@@ -172,7 +172,7 @@ SELECT is((SELECT count(*) FROM whizbang.wh_inbox_streams WHERE consumer = 'dbg'
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(
              jsonb_build_array(pg_temp.msg(13, jsonb_build_object('StreamId', pg_temp.sid(1)))), NULL, NULL,
              '2030-02-01 00:00:00+00', 10000, 'dbg')), 1::bigint, 'a new message of stream 1');
-SELECT results_eq($$SELECT stream_id, stream_seq FROM whizbang.wh_inbox_work WHERE consumer = 'dbg' AND message_id = pg_temp.id(13)$$,
+SELECT results_eq($$SELECT stream_id, stream_seq FROM whizbang.wh_inbox WHERE consumer = 'dbg' AND message_id = pg_temp.id(13)$$,
                   $$VALUES (pg_temp.sid(1), 1::bigint)$$, 'stream counters: the stream starts again at 1');
 -- A pre-lease entry whose row another instance took after the lease lapsed, and whose row then completed.
 DO $$ BEGIN PERFORM whizbang.perform_maintenance('2030-01-01 00:00:00+00'); END $$;  -- T0's generation again
@@ -184,7 +184,7 @@ SELECT is((SELECT count(*) FROM whizbang.claim_work('c0000000-0000-4000-8000-000
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox_preleased), 1::bigint, 'setup: the stale pre-lease entry is still there');
 SELECT lives_ok($$SELECT * FROM pg_temp.run()$$, 'maintenance runs');
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox_preleased), 0::bigint, 'pre-lease: the stale entry is purged');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'pre'), 1::bigint, 'pre-lease: the work itself stays');
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'pre'), 1::bigint, 'pre-lease: the work itself stays');
 
 -- ---------------------------------------------------------------------------------------
 -- Replay horizon (store_inbox_messages and inbox_receive; dedup_insert is in dedup_behaviour)
@@ -203,15 +203,15 @@ UPDATE whizbang.wh_settings SET setting_value = 'accept' WHERE setting_key = 're
 SELECT results_eq($$SELECT was_newly_created FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(20, '{"SentAt": "2029-12-01 00:00:00+00"}')),
                                                               NULL, NULL, '2030-01-01 00:00:00+00', 10000, 'replay')$$,
                   $$VALUES (true)$$, 'replay accept: the old message is stored normally');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'replay'), 1::bigint, 'replay accept: as work');
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'replay'), 1::bigint, 'replay accept: as work');
 UPDATE whizbang.wh_settings SET setting_value = 'reject' WHERE setting_key = 'replay_policy';
 
 -- ---------------------------------------------------------------------------------------
 -- stats(): work metrics of both sources and the dedup metrics
 -- ---------------------------------------------------------------------------------------
 
-DELETE FROM whizbang.wh_inbox_work; DELETE FROM whizbang.wh_inbox; DELETE FROM whizbang.wh_message_deduplication;
-DELETE FROM whizbang.wh_outbox_work; DELETE FROM whizbang.wh_outbox; DELETE FROM whizbang.wh_dead_letters;
+DELETE FROM whizbang.wh_inbox; DELETE FROM whizbang.wh_inbox; DELETE FROM whizbang.wh_message_deduplication;
+DELETE FROM whizbang.wh_outbox; DELETE FROM whizbang.wh_outbox; DELETE FROM whizbang.wh_dead_letters;
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(30), pg_temp.msg(31), pg_temp.msg(32),
               pg_temp.msg(33, jsonb_build_object('ScheduledFor', now() + interval '1 hour')), pg_temp.msg(34)),
               NULL, NULL, now() - interval '90 seconds', 10000, 's')), 5::bigint, 'setup: five inbox messages, one scheduled');

@@ -47,7 +47,7 @@ $$;
 CREATE FUNCTION pg_temp.tok(p_label text) RETURNS bigint
 LANGUAGE sql AS $$ SELECT max(lease_token) FROM claims WHERE label = p_label $$;
 CREATE FUNCTION pg_temp.counts() RETURNS bigint[]
-LANGUAGE sql AS $$ SELECT ARRAY[(SELECT count(*) FROM whizbang.wh_outbox), (SELECT count(*) FROM whizbang.wh_outbox_work)] $$;
+LANGUAGE sql AS $$ SELECT ARRAY[(SELECT count(*) FROM whizbang.wh_outbox), (SELECT count(*) FROM whizbang.wh_outbox)] $$;
 
 -- ---------------------------------------------------------------------------------------
 -- store_outbox_messages
@@ -73,12 +73,12 @@ SELECT results_eq(
     $$VALUES ('orders', 'OrderCreated', '{"n": 2}'::jsonb, pg_temp.sid(1), false, '2030-01-01 00:00:00+00'::timestamptz)$$,
     'store: the message row keeps Destination, MessageType, Envelope (event_data), StreamId, IsEvent, the store time');
 SELECT results_eq(
-    $$SELECT stream_seq, partition_number, scheduled_for, attempts FROM whizbang.wh_outbox_work
+    $$SELECT stream_seq, partition_number, scheduled_for, attempts FROM whizbang.wh_outbox
        WHERE message_id IN (pg_temp.id(2), pg_temp.id(3)) ORDER BY stream_seq$$,
     $$VALUES (1::bigint, whizbang.partition_of(pg_temp.sid(1), 10000), '2030-01-01 00:00:00+00'::timestamptz, 0),
              (2, whizbang.partition_of(pg_temp.sid(1), 10000), '2030-01-01 00:00:00+00', 0)$$,
     'store: stream rows are numbered in element order, partitioned by stream, due at once');
-SELECT is((SELECT partition_number FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(1)),
+SELECT is((SELECT partition_number FROM whizbang.wh_outbox WHERE message_id = pg_temp.id(1)),
           whizbang.partition_of(pg_temp.id(1), 10000), 'store: a row without a stream is partitioned by its id');
 SELECT is_empty($$SELECT * FROM pg_temp.store('[]')$$, 'store: an empty array stores nothing');
 SELECT results_eq(
@@ -89,7 +89,7 @@ SELECT results_eq(
 SELECT results_eq(
     $$SELECT metadata, scope, is_event FROM whizbang.wh_outbox WHERE message_id = pg_temp.id(5)$$,
     $$VALUES ('{"trace": "t"}'::jsonb, '{"tenant": "a"}'::jsonb, true)$$, 'store: Metadata, Scope and IsEvent are kept');
-SELECT is((SELECT partition_number FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(5)),
+SELECT is((SELECT partition_number FROM whizbang.wh_outbox WHERE message_id = pg_temp.id(5)),
           whizbang.partition_of(pg_temp.id(5), 16), 'store: p_partition_count is used');
 
 -- Seed 000, "Outbox: Duplicate Events Published": the troubleshooting query runs as written.
@@ -142,7 +142,7 @@ SELECT results_eq(
     $$SELECT c.source, c.handler_name, c.destination, c.message_type, c.envelope, c.consumer, c.attempts,
              c.stream_id IS NOT DISTINCT FROM o.stream_id, c.partition_number = w.partition_number
         FROM whizbang.claim_work(pg_temp.inst(9), 'outbox', 100, 1, NULL, 10000, 1, '2030-01-01 00:00:00+00') c
-        JOIN whizbang.wh_outbox o USING (message_id) JOIN whizbang.wh_outbox_work w USING (message_id)
+        JOIN whizbang.wh_outbox o USING (message_id) JOIN whizbang.wh_outbox w USING (message_id)
        ORDER BY c.message_id$$,
     $$SELECT 'outbox', NULL::text, 'orders', 'OrderCreated', jsonb_build_object('n', n), NULL::text, 1, true, true
         FROM unnest(ARRAY[1, 2, 4, 5]) n ORDER BY n$$,
@@ -161,7 +161,7 @@ SELECT results_eq(
                                                  p_now => '2030-01-01 00:00:05+00')$$,
     $$VALUES ('lease_lost'), ('completed')$$, 'complete_work outbox: another claim''s token is lease_lost; the current one completes');
 SELECT ok(NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox WHERE message_id IN (pg_temp.id(2), pg_temp.id(3)))
-          AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox_work WHERE message_id IN (pg_temp.id(2), pg_temp.id(3))),
+          AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox WHERE message_id IN (pg_temp.id(2), pg_temp.id(3))),
           'complete_work outbox: completed rows leave the outbox and its work state');
 
 SELECT is((SELECT count(*) FROM pg_temp.store(jsonb_build_array(
@@ -181,7 +181,7 @@ SELECT results_eq(
     $$SELECT outcome FROM whizbang.release_work('outbox', ARRAY[pg_temp.id(10)], ARRAY[pg_temp.tok('e')],
                                                 p_now => '2030-01-01 00:11:50+00')$$,
     $$VALUES ('released')$$, 'release outbox: released');
-SELECT results_eq($$SELECT w.attempts, l.lease_token FROM whizbang.wh_outbox_work w
+SELECT results_eq($$SELECT w.attempts, l.lease_token FROM whizbang.wh_outbox w
                      LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id
                      WHERE w.message_id = pg_temp.id(10)$$,
                   $$VALUES (0, NULL::bigint)$$, 'release outbox: the attempt is refunded, the lease cleared');
@@ -201,7 +201,7 @@ SELECT is(whizbang.complete_outbox_published(ARRAY[pg_temp.id(11)], true), 1,
           'complete_outbox_published debug mode: counts the row');
 SELECT results_eq(
     $$SELECT (SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = pg_temp.id(11)),
-             (SELECT processed_at IS NOT NULL FROM whizbang.wh_outbox_work WHERE message_id = pg_temp.id(11))
+             (SELECT processed_at IS NOT NULL FROM whizbang.wh_outbox WHERE message_id = pg_temp.id(11))
              AND NOT EXISTS (SELECT FROM whizbang.leases WHERE source = 'outbox' AND message_id = pg_temp.id(11))$$,
     $$VALUES (1::bigint, true)$$, 'complete_outbox_published debug mode: the row is kept, marked processed');
 SELECT is(whizbang.complete_outbox_published(ARRAY[pg_temp.id(11)], true), 0,
@@ -223,7 +223,7 @@ SELECT results_eq(
     $$SELECT outcome, scheduled_for > '2030-01-01 00:13:20+00' FROM whizbang.fail_work('outbox', ARRAY[pg_temp.id(5)],
         ARRAY['broker down'], ARRAY[pg_temp.tok('g')], NULL, p_now => '2030-01-01 00:13:20+00')$$,
     $$VALUES ('retry_scheduled', true)$$, 'fail outbox: retry_scheduled, later');
-SELECT results_eq($$SELECT w.last_error, l.lease_token FROM whizbang.wh_outbox_work w
+SELECT results_eq($$SELECT w.last_error, l.lease_token FROM whizbang.wh_outbox w
                      LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id
                      WHERE w.message_id = pg_temp.id(5)$$,
                   $$VALUES ('broker down', NULL::bigint)$$, 'fail outbox: the error is kept, the lease cleared');
@@ -241,13 +241,13 @@ SELECT ok(NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox WHERE message_id = pg_tem
           'dead letter: the message left the outbox');
 SELECT is(whizbang.retry_dead_letters(ARRAY(SELECT dead_letter_id FROM whizbang.wh_dead_letters WHERE message_id = pg_temp.id(5))),
           1, 'retry_dead_letters: an outbox dead letter goes back');
-SELECT results_eq($$SELECT o.destination, w.attempts FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox_work w USING (message_id)
+SELECT results_eq($$SELECT o.destination, w.attempts FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox w USING (message_id)
                      WHERE message_id = pg_temp.id(5)$$,
                   $$VALUES ('orders', 0)$$, 'retry_dead_letters: back in the outbox as fresh work');
 SELECT ok(NOT EXISTS (SELECT 1 FROM whizbang.wh_dead_letters WHERE message_id = pg_temp.id(5)), 'retry_dead_letters: the dead letter is gone');
 
 -- max_attempts: a row whose next claim would exceed it is dead-lettered by the claim.
-UPDATE whizbang.wh_outbox_work SET attempts = 10 WHERE message_id = pg_temp.id(5);
+UPDATE whizbang.wh_outbox SET attempts = 10 WHERE message_id = pg_temp.id(5);
 SELECT is(pg_temp.claim('i', 6, 2100), '{}'::int[], 'max_attempts: an exhausted row is not handed out');
 SELECT is((SELECT attempts FROM whizbang.wh_dead_letters WHERE message_id = pg_temp.id(5)), 10,
           'max_attempts: it is dead-lettered instead');
@@ -259,7 +259,7 @@ SELECT is((SELECT attempts FROM whizbang.wh_dead_letters WHERE message_id = pg_t
 SELECT is((SELECT count(*) FROM whizbang.store_outbox_messages(jsonb_build_array(pg_temp.msg(20, 3), pg_temp.msg(21, 3), pg_temp.msg(22)),
                                                               pg_temp.inst(7), '2030-01-01 01:00:00+00', '2030-01-01 00:59:00+00')),
           3::bigint, 'pre-lease: three rows stored for instance 7');
-SELECT results_eq($$SELECT w.message_id, l.instance_id IS NOT NULL FROM whizbang.wh_outbox_work w
+SELECT results_eq($$SELECT w.message_id, l.instance_id IS NOT NULL FROM whizbang.wh_outbox w
                      LEFT JOIN whizbang.leases l ON l.source = 'outbox' AND l.message_id = w.message_id
                      WHERE w.message_id IN (pg_temp.id(20), pg_temp.id(21), pg_temp.id(22)) ORDER BY w.message_id$$,
                   $$VALUES (pg_temp.id(20), true), (pg_temp.id(21), false), (pg_temp.id(22), true)$$,
@@ -270,7 +270,6 @@ SELECT results_eq(
         FROM whizbang.claim_work(pg_temp.inst(7), 'outbox', 1, 60, NULL, 10000, 100, '2030-01-01 00:59:10+00')$$,
     $$VALUES (pg_temp.id(20), true)$$, 'pre-lease: the same instance gets its row back first, with its stored token');
 
-DELETE FROM whizbang.wh_outbox_work;
 DELETE FROM whizbang.wh_outbox;
 SELECT is((SELECT count(*) FROM pg_temp.store(jsonb_build_array(pg_temp.msg(30), pg_temp.msg(31)), '2030-01-02 00:00:00+00')),
           2::bigint, 'both sources: two outbox rows');
@@ -303,7 +302,7 @@ GRANT EXECUTE ON FUNCTION whizbang.claim_work(uuid, text, integer, integer, inte
 -- DELETE: a claim dead-letters a row out of attempts; checked when every claim starts (0.13.0,
 -- whizbang._required_privileges()).
 GRANT SELECT, DELETE ON whizbang.wh_inbox TO wb_test_inbox_only;
-GRANT SELECT, UPDATE, DELETE ON whizbang.wh_inbox_work TO wb_test_inbox_only;
+GRANT SELECT, UPDATE, DELETE ON whizbang.wh_inbox TO wb_test_inbox_only;
 GRANT SELECT, DELETE ON whizbang.wh_inbox_preleased TO wb_test_inbox_only;
 GRANT INSERT ON whizbang.wh_dead_letters TO wb_test_inbox_only;
 GRANT USAGE ON SEQUENCE whizbang.wh_lease_token_seq TO wb_test_inbox_only;
@@ -320,7 +319,6 @@ RESET ROLE;
 -- Big batches: 100,000 elements work; more than 1,000,000 are refused (54000), nothing written
 -- ---------------------------------------------------------------------------------------
 
-DELETE FROM whizbang.wh_outbox_work;
 DELETE FROM whizbang.wh_outbox;
 SELECT throws_like($$SELECT * FROM whizbang.store_outbox_messages(('[' || repeat('{},', 1000000) || '{}]')::jsonb)$$,
                    '%1000001%', 'big: 1,000,001 elements are refused');

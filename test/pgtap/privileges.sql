@@ -126,7 +126,7 @@ GRANT EXECUTE ON FUNCTION
   TO wb_test_worker;
 GRANT SELECT, INSERT, UPDATE, DELETE ON whizbang.wh_message_deduplication TO wb_test_worker;
 GRANT SELECT, INSERT, DELETE ON whizbang.wh_inbox TO wb_test_worker;
-GRANT SELECT, INSERT, UPDATE, DELETE ON whizbang.wh_inbox_work TO wb_test_worker;
+GRANT SELECT, INSERT, UPDATE, DELETE ON whizbang.wh_inbox TO wb_test_worker;
 GRANT SELECT, INSERT, UPDATE ON whizbang.wh_inbox_streams TO wb_test_worker;
 GRANT SELECT, INSERT, DELETE ON whizbang.wh_inbox_preleased TO wb_test_worker;
 GRANT INSERT ON whizbang.wh_dead_letters TO wb_test_worker;
@@ -142,7 +142,7 @@ CREATE ROLE wb_test_mon_no_table NOLOGIN;
 GRANT USAGE ON SCHEMA whizbang TO wb_test_monitor, wb_test_mon_no_view, wb_test_mon_no_exec, wb_test_mon_no_table;
 GRANT SELECT ON whizbang.leases TO wb_test_monitor, wb_test_mon_no_exec, wb_test_mon_no_table;
 GRANT EXECUTE ON FUNCTION whizbang._leases() TO wb_test_monitor, wb_test_mon_no_view, wb_test_mon_no_table;
-GRANT SELECT ON whizbang.wh_inbox_work, whizbang.wh_outbox_work TO wb_test_monitor, wb_test_mon_no_view, wb_test_mon_no_exec;
+GRANT SELECT ON whizbang.wh_inbox, whizbang.wh_outbox TO wb_test_monitor, wb_test_mon_no_view, wb_test_mon_no_exec;
 
 SET LOCAL ROLE wb_test_worker;
 SELECT is((SELECT count(*) FROM whizbang.store_inbox_messages('[
@@ -183,7 +183,7 @@ SET LOCAL ROLE wb_test_mon_no_exec;
 SELECT throws_ok($$SELECT * FROM whizbang.leases$$, '42501', 'permission denied for function _leases',
                  'leases: without EXECUTE on whizbang._leases(), 42501');
 SET LOCAL ROLE wb_test_mon_no_table;
-SELECT throws_ok($$SELECT * FROM whizbang.leases$$, '42501', 'permission denied for table wh_inbox_work',
+SELECT throws_ok($$SELECT * FROM whizbang.leases$$, '42501', 'permission denied for table wh_inbox',
                  'leases: without SELECT on the work tables (inbox leases held), 42501');
 RESET ROLE;
 
@@ -245,7 +245,7 @@ GRANT EXECUTE ON FUNCTION
     whizbang.partition_of(uuid, integer)
   TO wb_test_relay;
 GRANT SELECT, DELETE ON whizbang.wh_outbox TO wb_test_relay;
-GRANT SELECT, UPDATE, DELETE ON whizbang.wh_outbox_work TO wb_test_relay;
+GRANT SELECT, UPDATE, DELETE ON whizbang.wh_outbox TO wb_test_relay;
 GRANT SELECT, DELETE ON whizbang.wh_outbox_preleased TO wb_test_relay;
 GRANT INSERT ON whizbang.wh_dead_letters TO wb_test_relay;
 GRANT USAGE ON SEQUENCE whizbang.wh_lease_token_seq TO wb_test_relay;

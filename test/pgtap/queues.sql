@@ -53,7 +53,7 @@ RETURNS TABLE (message_id uuid, stream_id uuid, stream_seq bigint, partition_num
 LANGUAGE sql AS $$
     SELECT w.message_id, w.stream_id, w.stream_seq, w.partition_number, w.scheduled_for, w.attempts, w.last_error,
            w.processed_at, l.instance_id, l.lease_token, l.lease_expiry, l.attempts
-      FROM whizbang.wh_inbox_work w
+      FROM whizbang.wh_inbox w
       LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
      WHERE w.consumer = p_consumer
 $$;
@@ -227,7 +227,7 @@ SELECT results_eq(
                           '{cancelled,leased,not_found,not_found,leased,cancelled,cancelled}'::text[])$$,
     'cancel_work: one outcome per element in input order: a pending, scheduled or lapsed row is cancelled, a live lease '
     'leased, an unknown id not_found, a repeat of a cancelled id not_found, of a leased id leased');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'cx' AND message_id = ANY (pg_temp.ids('{71,73,75}'))),
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'cx' AND message_id = ANY (pg_temp.ids('{71,73,75}'))),
           0::bigint, 'cancel_work: the cancelled work rows are gone');
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'cx' AND message_id = ANY (pg_temp.ids('{71,73,75}'))),
           0::bigint, 'cancel_work: and their messages');
@@ -239,7 +239,7 @@ SELECT set_eq($$SELECT * FROM pg_temp.work_state('cx') WHERE message_id = pg_tem
 SELECT results_eq(
     $$SELECT message_id, outcome FROM whizbang.inbox_receive(jsonb_build_array(pg_temp.msg(71)), 'cx', '2030-01-01 00:03:00+00')$$,
     $$VALUES (pg_temp.id(71), 'duplicate')$$, 'cancel_work: a redelivery of a cancelled message is a duplicate');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'cx' AND message_id = pg_temp.id(71)),
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'cx' AND message_id = pg_temp.id(71)),
           0::bigint, 'cancel_work: and stores no work');
 
 -- A stream's head cancelled: the next row is the head.
@@ -269,7 +269,7 @@ SELECT results_eq(
 UPDATE whizbang.wh_settings SET setting_value = 'true' WHERE setting_key = 'debug_mode';
 SELECT results_eq($$SELECT outcome FROM whizbang.cancel_work('inbox', pg_temp.ids('{74}'), 'cx', '2030-01-01 02:00:00+00')$$,
     $$VALUES ('cancelled')$$, 'cancel_work: a lease that lapsed is no lease');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'cx' AND message_id = pg_temp.id(74)),
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'cx' AND message_id = pg_temp.id(74)),
           0::bigint, 'cancel_work: under debug_mode too the row is deleted (it was not completed)');
 UPDATE whizbang.wh_settings SET setting_value = 'false' WHERE setting_key = 'debug_mode';
 
@@ -279,7 +279,7 @@ SELECT results_eq(
     $$VALUES (pg_temp.id(41), 'cancelled'), (pg_temp.id(43), 'leased'), (pg_temp.id(42), 'cancelled')$$,
     'cancel_work(''outbox''): pending messages cancelled, a pre-leased one leased; p_consumer ignored');
 SELECT is((SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = ANY (pg_temp.ids('{41,42}')))
-        + (SELECT count(*) FROM whizbang.wh_outbox_work WHERE message_id = ANY (pg_temp.ids('{41,42}'))),
+        + (SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = ANY (pg_temp.ids('{41,42}'))),
           0::bigint, 'cancel_work(''outbox''): message and work row gone');
 SELECT results_eq($$SELECT source, consumer, pending, leased FROM whizbang.queues WHERE source = 'outbox'$$,
     $$VALUES ('outbox', NULL::text, 0::bigint, 1::bigint)$$, 'queues: the cancelled messages are no longer pending');
@@ -312,8 +312,8 @@ GRANT USAGE ON SCHEMA whizbang TO wb_test_inbox_operator;
 GRANT EXECUTE ON FUNCTION whizbang.peek(text, text, integer, timestamptz),
                           whizbang.cancel_work(text, uuid[], text, timestamptz),
                           whizbang.queues(timestamptz) TO wb_test_inbox_operator;
-GRANT SELECT ON whizbang.wh_inbox, whizbang.wh_inbox_work TO wb_test_inbox_operator;
-GRANT UPDATE, DELETE ON whizbang.wh_inbox_work TO wb_test_inbox_operator;
+GRANT SELECT ON whizbang.wh_inbox TO wb_test_inbox_operator;
+GRANT UPDATE, DELETE ON whizbang.wh_inbox TO wb_test_inbox_operator;
 GRANT DELETE ON whizbang.wh_inbox TO wb_test_inbox_operator;
 SET LOCAL ROLE wb_test_inbox_operator;
 SELECT is(ARRAY(SELECT message_id FROM whizbang.peek('inbox', 'pk', 1, '2030-01-01 00:10:00+00')), pg_temp.ids('{55}'),

@@ -64,7 +64,7 @@ CREATE FUNCTION pg_temp.work_row(p_consumer text, p_n int) RETURNS text
 LANGUAGE sql AS $$
     SELECT row(w.consumer, w.message_id, w.stream_id, w.stream_seq, w.partition_number, w.scheduled_for, w.attempts,
                w.last_error, w.processed_at, pg_temp.lease_of(w.consumer, w.message_id))::text
-      FROM whizbang.wh_inbox_work w WHERE consumer = p_consumer AND message_id = pg_temp.id(p_n)
+      FROM whizbang.wh_inbox w WHERE consumer = p_consumer AND message_id = pg_temp.id(p_n)
 $$;
 
 -- ---------------------------------------------------------------------------------------
@@ -77,7 +77,7 @@ SELECT is(pg_temp.store('order', jsonb_build_array(pg_temp.msg(1, 1), pg_temp.ms
           pg_temp.msg(35, 2), pg_temp.msg(33, 2), pg_temp.msg(34, 2), pg_temp.msg(4), pg_temp.msg(5))),
           8::bigint, 'order: eight messages stored');
 SELECT results_eq(
-    $$SELECT message_id, stream_seq FROM whizbang.wh_inbox_work WHERE consumer = 'order' AND stream_id = pg_temp.sid(2)
+    $$SELECT message_id, stream_seq FROM whizbang.wh_inbox WHERE consumer = 'order' AND stream_id = pg_temp.sid(2)
        ORDER BY stream_seq$$,
     $$VALUES (pg_temp.id(35), 1::bigint), (pg_temp.id(33), 2::bigint), (pg_temp.id(34), 3::bigint)$$,
     'order: inside one batch a stream is numbered in element order, not id order');
@@ -252,7 +252,7 @@ SELECT results_eq(
     $$VALUES ('released', true)$$, 'release: the current token releases');
 SELECT results_eq(
     $$SELECT w.attempts, l.instance_id, l.lease_token, l.lease_expiry
-        FROM whizbang.wh_inbox_work w, pg_temp.lease_of(w.consumer, w.message_id) l
+        FROM whizbang.wh_inbox w, pg_temp.lease_of(w.consumer, w.message_id) l
        WHERE w.consumer = 'lease' AND w.message_id = pg_temp.id(40)$$,
     $$VALUES (1, NULL::uuid, NULL::bigint, NULL::timestamptz)$$, 'release: lease cleared, the attempt refunded (2 -> 1)');
 SELECT results_eq(
@@ -306,9 +306,9 @@ SELECT results_eq(
     $$SELECT outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(42)], ARRAY[pg_temp.tok('l2')], 'lease',
                                                 '2030-01-01 00:30:04+00')$$,
     $$VALUES ('completed')$$, 'lease: the stream-less row completes with its token');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'lease')
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'lease')
           + (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'lease'), 0::bigint,
-          'lease: completed rows left wh_inbox and wh_inbox_work');
+          'lease: completed rows left wh_inbox and wh_inbox');
 SELECT is((SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = 'lease'), 3::bigint,
           'lease: their dedup records stay');
 SELECT is(pg_temp.store('lease', jsonb_build_array(pg_temp.msg(40, 7), pg_temp.msg(41, 7), pg_temp.msg(42)),
@@ -369,7 +369,7 @@ SELECT ok(d.delay BETWEEN 225 AND 300 AND d.attempts = 6, format('backoff: attem
   FROM pg_temp.claim_and_fail('error 6') d;
 SELECT results_eq(
     $$SELECT w.attempts, w.last_error, w.scheduled_for = (SELECT t FROM backoff_at), l.lease_token
-        FROM whizbang.wh_inbox_work w, pg_temp.lease_of(w.consumer, w.message_id) l
+        FROM whizbang.wh_inbox w, pg_temp.lease_of(w.consumer, w.message_id) l
        WHERE w.consumer = 'backoff'$$,
     $$VALUES (6, 'error 6'::text, true, NULL::bigint)$$,
     'backoff: the row keeps the last error, the retry time, and no lease');
@@ -417,8 +417,8 @@ SELECT results_eq(
               'fatal'::text, '2030-01-01 00:00:01+00'::timestamptz)$$,
     'dead: the non-retryable message is a dead letter with its error, after one attempt');
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dead' AND message_id = pg_temp.id(64))
-          + (SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'dead' AND message_id = pg_temp.id(64)),
-          0::bigint, 'dead: it left wh_inbox and wh_inbox_work');
+          + (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dead' AND message_id = pg_temp.id(64)),
+          0::bigint, 'dead: it left wh_inbox and wh_inbox');
 -- Attempts 2 and 3 of 60; 63 is left leased to expire; 62 just expires.
 SELECT results_eq(
     $$SELECT x FROM pg_temp.claim('d2', 1, '2030-01-01 00:10:00+00', 'dead', p_max_per_stream => 1) x ORDER BY 1$$,
@@ -461,7 +461,7 @@ SELECT results_eq(
              (pg_temp.id(63), 3, 'boom', '2030-01-01 00:30:00+00'),
              (pg_temp.id(65), 3, 'e65', '2030-01-01 00:30:00+00')$$,
     'dead: they are dead letters with 3 attempts and their last error');
-SELECT is((SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'dead'), 1::bigint,
+SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dead'), 1::bigint,
           'dead: only row 61 is still work');
 SELECT is((SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'dead'), 1::bigint,
           'dead: only message 61 is still in wh_inbox');
@@ -477,7 +477,7 @@ SELECT is((SELECT count(*) FROM whizbang.wh_dead_letters WHERE consumer = 'dead'
 SELECT results_eq(
     $$SELECT w.message_id, w.attempts, (pg_temp.lease_of(w.consumer, w.message_id)).lease_token, w.processed_at,
              i.envelope, i.metadata, i.is_event
-        FROM whizbang.wh_inbox_work w JOIN whizbang.wh_inbox i USING (consumer, message_id)
+        FROM whizbang.wh_inbox w JOIN whizbang.wh_inbox i USING (consumer, message_id)
        WHERE consumer = 'dead' AND message_id IN (pg_temp.id(60), pg_temp.id(64)) ORDER BY 1$$,
     $$VALUES (pg_temp.id(60), 0, NULL::bigint, NULL::timestamptz, '{"n": 60}'::jsonb, '{"m": 1}'::jsonb, true),
              (pg_temp.id(64), 0, NULL, NULL, '{"n": 64}', NULL, false)$$,
@@ -510,7 +510,7 @@ SELECT is(pg_temp.store('part', (SELECT jsonb_agg(pg_temp.msg(1000 + g, CASE WHE
           60::bigint, 'partitions: 60 messages, half of them in 5 streams');
 CREATE TEMP TABLE part_of AS
 SELECT message_id, stream_id, whizbang.partition_of(coalesce(stream_id, message_id), 4) AS p4
-  FROM whizbang.wh_inbox_work WHERE consumer = 'part';
+  FROM whizbang.wh_inbox WHERE consumer = 'part';
 SELECT ok((SELECT count(DISTINCT p4) FROM part_of) = 4, 'partitions: the messages fall in all 4 partitions');
 SELECT set_eq(
     $$SELECT * FROM pg_temp.claim('pa1', 1, '2030-01-01 00:00:00+00', 'part', p_partitions => ARRAY[0, 2],
@@ -555,7 +555,7 @@ SELECT results_eq(
     $$VALUES ('completed')$$, 'debug: completed');
 SELECT results_eq(
     $$SELECT w.processed_at, l.lease_token, l.lease_expiry
-        FROM whizbang.wh_inbox_work w, pg_temp.lease_of(w.consumer, w.message_id) l
+        FROM whizbang.wh_inbox w, pg_temp.lease_of(w.consumer, w.message_id) l
        WHERE w.consumer = 'debug' AND w.message_id = pg_temp.id(70)$$,
     $$VALUES ('2030-01-01 00:00:05+00'::timestamptz, NULL::bigint, NULL::timestamptz)$$,
     'debug: the work row stays, processed_at = p_now, no lease');
@@ -577,7 +577,7 @@ SELECT results_eq(
                                                 '2030-01-01 00:00:09+00')$$,
     $$VALUES ('completed')$$, 'debug off: completed');
 SELECT results_eq(
-    $$SELECT message_id FROM whizbang.wh_inbox_work WHERE consumer = 'debug'$$,
+    $$SELECT message_id FROM whizbang.wh_inbox WHERE consumer = 'debug'$$,
     $$VALUES (pg_temp.id(70))$$, 'debug off: the completed row is deleted; the debug leftover stays');
 
 -- ---------------------------------------------------------------------------------------
@@ -601,7 +601,7 @@ SELECT results_eq(
                                                '2030-01-01 00:00:31+00')$$,
     $$VALUES ('lease_lost')$$, 'lapse: nor renew row 82');
 SELECT results_eq(
-    $$SELECT pg_temp.lease_of(consumer, message_id) IS NULL, attempts FROM whizbang.wh_inbox_work
+    $$SELECT pg_temp.lease_of(consumer, message_id) IS NULL, attempts FROM whizbang.wh_inbox
        WHERE consumer = 'lapse' AND message_id = pg_temp.id(81)$$,
     $$VALUES (true, 1)$$, 'lapse: the rest of A''s run is unleased; A''s delivery still counts');
 SELECT results_eq(
@@ -634,7 +634,7 @@ SELECT results_eq(
     $$VALUES ('lease_lost'), ('completed')$$,
     'end of run: row 85 waits behind the failed 84 (lease_lost); the older 83 is still A''s');
 SELECT results_eq(
-    $$SELECT message_id, attempts, pg_temp.lease_of(consumer, message_id) IS NULL FROM whizbang.wh_inbox_work
+    $$SELECT message_id, attempts, pg_temp.lease_of(consumer, message_id) IS NULL FROM whizbang.wh_inbox
        WHERE consumer = 'endrun' ORDER BY stream_seq$$,
     $$VALUES (pg_temp.id(84), 1, true), (pg_temp.id(85), 0, true)$$,
     'end of run: 85 was given back with its delivery refunded');

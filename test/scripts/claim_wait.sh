@@ -55,7 +55,7 @@ check_eq "no message was handed out twice" "$stored claimed, 0 duplicates" "$(fi
 check_eq "every claimed message was completed" "$stored" "$(field completed)"
 check "nothing is left leased or pending" \
   "SELECT NOT EXISTS (SELECT FROM whizbang.leases WHERE consumer = 'claim_wait')
-      AND NOT EXISTS (SELECT FROM whizbang.wh_inbox_work WHERE consumer = 'claim_wait' AND processed_at IS NULL)"
+      AND NOT EXISTS (SELECT FROM whizbang.wh_inbox WHERE consumer = 'claim_wait' AND processed_at IS NULL)"
 
 if [ "$WB_LEASE_STORE" = shared_memory ]; then
   wakeups=$(field wakeups)

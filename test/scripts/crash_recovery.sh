@@ -10,7 +10,7 @@
 # After each (the notes are in crash_client.*, "acknowledged" = its COMMIT returned):
 #   - every acknowledged inbox store has its dedup record (wh_message_deduplication);
 #   - every acknowledged store not acknowledged as completed (nor in doubt) is still work
-#     (wh_inbox + wh_inbox_work, wh_outbox + wh_outbox_work) or a dead letter;
+#     (wh_inbox + wh_inbox, wh_outbox + wh_outbox) or a dead letter;
 #   - nothing acknowledged as completed is stored or handed out again;
 #   - the killed 50,000-message store left nothing (it never committed: all or nothing);
 #   - redelivering every acknowledged inbox id answers duplicate;
@@ -41,10 +41,10 @@ checks_after() {
     "SELECT count(*) = 0 FROM crash_client.stored s WHERE s.acked
        AND NOT EXISTS (SELECT FROM crash_client.completed c WHERE c.id = s.id)
        AND NOT (CASE s.source
-                  WHEN 'inbox' THEN EXISTS (SELECT FROM whizbang.wh_inbox m JOIN whizbang.wh_inbox_work w
+                  WHEN 'inbox' THEN EXISTS (SELECT FROM whizbang.wh_inbox m JOIN whizbang.wh_inbox w
                                               USING (consumer, message_id)
                                              WHERE m.consumer = 'crash' AND m.message_id = s.id AND w.processed_at IS NULL)
-                  ELSE EXISTS (SELECT FROM whizbang.wh_outbox m JOIN whizbang.wh_outbox_work w USING (message_id)
+                  ELSE EXISTS (SELECT FROM whizbang.wh_outbox m JOIN whizbang.wh_outbox w USING (message_id)
                                 WHERE m.message_id = s.id AND w.processed_at IS NULL) END
                 OR EXISTS (SELECT FROM whizbang.wh_dead_letters d WHERE d.source = s.source AND d.message_id = s.id))"
   check "$p: acknowledged dead letters are still dead letters" \
@@ -52,9 +52,9 @@ checks_after() {
        AND NOT EXISTS (SELECT FROM whizbang.wh_dead_letters d WHERE d.source = x.source AND d.message_id = x.id)"
   check "$p: nothing acknowledged as completed is stored again" \
     "SELECT count(*) = 0 FROM crash_client.completed c WHERE c.acked
-       AND (EXISTS (SELECT FROM whizbang.wh_inbox_work w WHERE w.message_id = c.id)
+       AND (EXISTS (SELECT FROM whizbang.wh_inbox w WHERE w.message_id = c.id)
          OR EXISTS (SELECT FROM whizbang.wh_inbox m WHERE m.message_id = c.id)
-         OR EXISTS (SELECT FROM whizbang.wh_outbox_work w WHERE w.message_id = c.id)
+         OR EXISTS (SELECT FROM whizbang.wh_outbox w WHERE w.message_id = c.id)
          OR EXISTS (SELECT FROM whizbang.wh_outbox m WHERE m.message_id = c.id))"
   check "$p: no completed message was handed out again, none completed twice" \
     "SELECT coalesce(sum(n), 0) = 0 FROM crash_client.events
@@ -68,10 +68,10 @@ checks_after() {
                                               'MessageType', 't', 'Envelope', '{}'::jsonb))
                                       FROM crash_client.stored WHERE acked AND source = 'inbox'), 'crash')"
   check "$p: inbox messages and work rows match one to one" \
-    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox m FULL JOIN whizbang.wh_inbox_work w USING (consumer, message_id)
+    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox m FULL JOIN whizbang.wh_inbox w USING (consumer, message_id)
                          WHERE m.message_id IS NULL OR w.message_id IS NULL)"
   check "$p: outbox messages and work rows match one to one" \
-    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_outbox m FULL JOIN whizbang.wh_outbox_work w USING (message_id)
+    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_outbox m FULL JOIN whizbang.wh_outbox w USING (message_id)
                          WHERE m.message_id IS NULL OR w.message_id IS NULL)"
   check "$p: claims and completions worked after the restart" \
     "SELECT (SELECT count(*) FROM crash_client.tokens WHERE phase = '$p' AND after_crash) > 0
@@ -90,7 +90,7 @@ checks_after() {
     check "$p: the killed store left nothing (no dedup record, message or work row of its 50,000)" \
       "SELECT NOT EXISTS (SELECT FROM whizbang.wh_message_deduplication WHERE consumer = 'big')
           AND NOT EXISTS (SELECT FROM whizbang.wh_inbox WHERE consumer = 'big')
-          AND NOT EXISTS (SELECT FROM whizbang.wh_inbox_work WHERE consumer = 'big')
+          AND NOT EXISTS (SELECT FROM whizbang.wh_inbox WHERE consumer = 'big')
           AND NOT EXISTS (SELECT FROM whizbang.wh_inbox_streams WHERE consumer = 'big')"
   fi
 }
@@ -116,7 +116,7 @@ if [ "${1:-}" = "--in-cluster" ]; then
        AND NOT EXISTS (SELECT FROM crash_client.completed c WHERE c.id = s.id)
        AND NOT EXISTS (SELECT FROM whizbang.wh_dead_letters d WHERE d.message_id = s.id)"
   check "drain: no work is left" \
-    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox_work) AND NOT EXISTS (SELECT FROM whizbang.wh_outbox_work)"
+    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox) AND NOT EXISTS (SELECT FROM whizbang.wh_outbox)"
   check "drain: no completed message was handed out again, none completed twice, every claim completed" \
     "SELECT coalesce(sum(n), 0) = 0 FROM crash_client.events
       WHERE phase = '3-drain' AND (name IN ('completed message handed out again', 'completed twice')

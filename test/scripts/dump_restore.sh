@@ -94,9 +94,9 @@ state() {
     # Leases are not compared: a shared-memory lease lives in the server, not in the dump. The
     # row's attempts are only compared with themselves (a against its restores).
     echo "== outbox"; q "$db" -c "SELECT o.message_id, o.message_type, o.event_data, w.stream_seq, w.attempts
-                                      FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox_work w USING (message_id) ORDER BY w.stream_seq"
+                                      FROM whizbang.wh_outbox o JOIN whizbang.wh_outbox w USING (message_id) ORDER BY w.stream_seq"
     echo "== outbox streams"; q "$db" -c "SELECT stream_id, last_seq FROM whizbang.wh_outbox_streams"
-    echo "== inbox"; q "$db" -c "SELECT i.consumer, i.message_id, w.attempts FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox_work w USING (consumer, message_id)"
+    echo "== inbox"; q "$db" -c "SELECT i.consumer, i.message_id, w.attempts FROM whizbang.wh_inbox i JOIN whizbang.wh_inbox w USING (consumer, message_id)"
 }
 
 state a >"$work/a.state"
@@ -185,9 +185,9 @@ out=$(q b -c "SELECT string_agg(message_type || ':' || (lease_token > ${relay_to
 out=$(q b -c "SELECT w.stream_seq FROM whizbang.store_outbox_messages(jsonb_build_array(jsonb_build_object(
                 'MessageId', md5('o3')::uuid, 'Destination', 'orders', 'MessageType', 'OrderShipped',
                 'Envelope', '{}'::jsonb, 'StreamId', md5('stream')::uuid))) s
-              JOIN whizbang.wh_outbox_work w ON w.message_id = s.message_id")
+              JOIN whizbang.wh_outbox w ON w.message_id = s.message_id")
 [ -z "$out" ] || [ "$out" = "3" ] || fail "b: a new message of the stream was numbered $out, not 3"
-out=$(q b -c "SELECT stream_seq FROM whizbang.wh_outbox_work WHERE message_id = md5('o3')::uuid")
+out=$(q b -c "SELECT stream_seq FROM whizbang.wh_outbox WHERE message_id = md5('o3')::uuid")
 [ "$out" = "3" ] && ok "b: the restored stream counter numbers the next message 3" || fail "b: next stream number is '$out', not 3"
 
 # A second dump of b restores as well (dump of a restored database).

@@ -66,7 +66,7 @@ check_eq "an id with no work anywhere: not_found without a NOTICE" no "$(has "$o
 out=$(psql -X -q -A -t -c "SELECT outcome FROM whizbang.fail_work('inbox', ARRAY['0c0c0c0c-0000-4000-8000-0000000000b1']::uuid[], ARRAY['e'], p_consumer => 'shipping')" 2>&1)
 check_eq "fail_work with another consumer: the NOTICE too" yes "$(has "$out" "NOTICE:  whizbang.fail_work: .* it has work for consumer 'billing'")"
 check "the message is still there, unfinished" \
-  "SELECT count(*) = 1 FROM whizbang.wh_inbox_work WHERE message_id = '0c0c0c0c-0000-4000-8000-0000000000b1' AND consumer = 'billing'"
+  "SELECT count(*) = 1 FROM whizbang.wh_inbox WHERE message_id = '0c0c0c0c-0000-4000-8000-0000000000b1' AND consumer = 'billing'"
 
 echo "$FAILED failed"
 [ "$FAILED" -eq 0 ]

@@ -118,7 +118,7 @@ check "the message after the failing one waited until it was dead-lettered" \
 check "the slow message was applied once, by a worker that kept its lease" \
   "SELECT count(*) = 1 FROM inbox_demo_ledger WHERE message_id = 'f0000000-0000-7000-8000-000000000200'"
 check "no work left; dedup records kept for all 45 messages" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox)
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox)
       AND (SELECT count(*) FROM whizbang.wh_message_deduplication) = 45"
 
 # 4. A failure inside one claimed run of a stream: the worker must not apply the next message of
@@ -178,7 +178,7 @@ check "busy worker: it applied the message it was on, and only that one" \
   "SELECT count(*) = 1 AND min(seq) = 301 FROM inbox_demo_ledger WHERE account = 'acct-slow'"
 check "busy worker: the rest of its batch is released, attempt refunded" \
   "SELECT count(*) = 2 AND bool_and(l.message_id IS NULL AND w.attempts = 0)
-     FROM whizbang.wh_inbox_work w
+     FROM whizbang.wh_inbox w
      LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
     WHERE w.stream_id = 'f0000000-0000-7000-8000-0000000003ff'"
 "$PY" "$WORKER" --wait 0.1 --max-idle 1 >"$work/rest.json" 2>"$work/rest.log"

@@ -33,8 +33,8 @@ q() { psql -X -q -A -t -v ON_ERROR_STOP=1 -c "$1"; }
 OWED="SELECT s.source, s.id FROM crash_client.stored s WHERE s.acked
         AND NOT EXISTS (SELECT FROM crash_client.completed c WHERE c.id = s.id)"
 # Unfinished, due work (inbox and outbox) and its message ids.
-DUE="SELECT 'inbox' AS source, message_id FROM whizbang.wh_inbox_work WHERE processed_at IS NULL AND scheduled_for <= now()
-     UNION ALL SELECT 'outbox', message_id FROM whizbang.wh_outbox_work WHERE processed_at IS NULL AND scheduled_for <= now()"
+DUE="SELECT 'inbox' AS source, message_id FROM whizbang.wh_inbox WHERE processed_at IS NULL AND scheduled_for <= now()
+     UNION ALL SELECT 'outbox', message_id FROM whizbang.wh_outbox WHERE processed_at IS NULL AND scheduled_for <= now()"
 # Completes the claimed rows of table lease_client.$1 as of $2; prints outcome counts.
 complete_claimed() {
   q "SELECT string_agg(outcome || ' ' || n, ', ') FROM (
@@ -69,16 +69,16 @@ if [ "${1:-}" = "--in-cluster" ]; then
   check "no acknowledged store is lost: each is still unfinished work or its completion was sent" \
     "SELECT count(*) = 0 FROM ($OWED) s
       WHERE NOT (CASE s.source
-                   WHEN 'inbox' THEN EXISTS (SELECT FROM whizbang.wh_inbox m JOIN whizbang.wh_inbox_work w
+                   WHEN 'inbox' THEN EXISTS (SELECT FROM whizbang.wh_inbox m JOIN whizbang.wh_inbox w
                                                USING (consumer, message_id)
                                               WHERE m.consumer = 'crash' AND m.message_id = s.id AND w.processed_at IS NULL)
-                   ELSE EXISTS (SELECT FROM whizbang.wh_outbox m JOIN whizbang.wh_outbox_work w USING (message_id)
+                   ELSE EXISTS (SELECT FROM whizbang.wh_outbox m JOIN whizbang.wh_outbox w USING (message_id)
                                  WHERE m.message_id = s.id AND w.processed_at IS NULL) END)"
   check "no acknowledged completion came back (message or work row)" \
     "SELECT count(*) = 0 FROM crash_client.completed c WHERE c.acked
-       AND (EXISTS (SELECT FROM whizbang.wh_inbox_work w WHERE w.message_id = c.id)
+       AND (EXISTS (SELECT FROM whizbang.wh_inbox w WHERE w.message_id = c.id)
          OR EXISTS (SELECT FROM whizbang.wh_inbox m WHERE m.message_id = c.id)
-         OR EXISTS (SELECT FROM whizbang.wh_outbox_work w WHERE w.message_id = c.id)
+         OR EXISTS (SELECT FROM whizbang.wh_outbox w WHERE w.message_id = c.id)
          OR EXISTS (SELECT FROM whizbang.wh_outbox m WHERE m.message_id = c.id))"
 
   [ "${LEASE_CRASH_SABOTAGE:-}" = tokens ] && q "SELECT setval('whizbang.wh_lease_token_seq', 1)" >/dev/null
@@ -122,7 +122,7 @@ if [ "${1:-}" = "--in-cluster" ]; then
                         EXCEPT SELECT source, message_id FROM lease_client.claimed_now
                         EXCEPT SELECT source, message_id FROM lease_client.drained)"
   check "no work is left" \
-    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox_work) AND NOT EXISTS (SELECT FROM whizbang.wh_outbox_work)"
+    "SELECT NOT EXISTS (SELECT FROM whizbang.wh_inbox) AND NOT EXISTS (SELECT FROM whizbang.wh_outbox)"
   exit "$FAILED"
 fi
 

@@ -87,7 +87,7 @@ for ((n = 1; n <= ROUNDS; n++)); do
 done
 check_eq "$ROUNDS rounds of claim + complete + PREPARE + COMMIT PREPARED: every one claimed and completed" 0 "$bad"
 check_eq "the $ROUNDS completed messages are gone" $((610 - ROUNDS)) \
-  "$(sql -c "SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = 'p'")"
+  "$(sql -c "SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = 'p'")"
 # ROLLBACK PREPARED of the completion, then a plain completion of the same lease.
 bad=0
 for ((n = 1; n <= ROUNDS / 3; n++)); do
@@ -155,7 +155,7 @@ fi
 if want 4; then
 sql -c "SELECT count(*) FROM whizbang.claim_work('$I1', 'inbox', $CAPACITY, 300, p_consumer => 'p')" >/dev/null
 check_eq "the table is full" "$CAPACITY" "$(stat lease_store_entries)"
-free_id=$(sql -c "SELECT w.message_id FROM whizbang.wh_inbox_work w WHERE w.consumer = 'p'
+free_id=$(sql -c "SELECT w.message_id FROM whizbang.wh_inbox w WHERE w.consumer = 'p'
                     AND NOT EXISTS (SELECT FROM whizbang.leases l WHERE l.message_id = w.message_id) LIMIT 1")
 for call in "complete_work('inbox', ARRAY['$free_id']::uuid[], NULL, 'p')" \
             "cancel_work('inbox', ARRAY['$free_id']::uuid[], 'p')"; do
@@ -164,7 +164,7 @@ for call in "complete_work('inbox', ARRAY['$free_id']::uuid[], NULL, 'p')" \
     *53400*"lease store is full"*) echo "ok   a full table refuses ${call%%(*} of a row without a lease: $got" ;;
     *) echo "FAIL a full table refuses ${call%%(*} of a row without a lease (got: $got)"; FAILED=$((FAILED + 1)) ;;
   esac
-  check_eq "  and the row is still there" 1 "$(sql -c "SELECT count(*) FROM whizbang.wh_inbox_work WHERE message_id = '$free_id'")"
+  check_eq "  and the row is still there" 1 "$(sql -c "SELECT count(*) FROM whizbang.wh_inbox WHERE message_id = '$free_id'")"
 done
 # Ends after the row is written need no mark (its in-progress xmax keeps claims off it): they work.
 sql -c "SELECT count(*) FROM whizbang.store_outbox_messages(
@@ -174,7 +174,7 @@ check_eq "complete_outbox_published of 5 rows nobody holds (and an unknown id) w
   "$(sql -c "SELECT whizbang.complete_outbox_published(ARRAY(SELECT message_id FROM whizbang.wh_outbox)
                                                        || '0190a1b2-c3d4-7e5f-8a9b-0000000000ff'::uuid)")"
 check_eq "a plain DELETE of a work row nobody holds works on a full table" 1 \
-  "$(sql -c "WITH d AS (DELETE FROM whizbang.wh_inbox_work WHERE message_id = '$free_id' RETURNING 1) SELECT count(*) FROM d")"
+  "$(sql -c "WITH d AS (DELETE FROM whizbang.wh_inbox WHERE message_id = '$free_id' RETURNING 1) SELECT count(*) FROM d")"
 got=$(sql -c "SELECT outcome FROM whizbang.complete_work('inbox', ARRAY(SELECT message_id FROM whizbang.leases LIMIT 1), NULL, 'p')")
 check_eq "an unfenced completion of a leased row still works on a full table" completed "$got"
 sql -c "SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY(SELECT message_id FROM whizbang.leases), NULL, 'p')" >/dev/null

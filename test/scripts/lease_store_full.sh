@@ -153,7 +153,7 @@ worker() {
     if [ "$got" -gt 0 ]; then idle=0; else idle=$((idle + 1)); fi
     sleep 0.0$((RANDOM % 5))
     complete "$n" >/dev/null || return 1
-    [ "$(sql -c "SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = '$CONSUMER'")" = 0 ] && return 0
+    [ "$(sql -c "SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = '$CONSUMER'")" = 0 ] && return 0
   done
   return 0
 }
@@ -186,7 +186,7 @@ check_eq "nothing was handed out twice" 0 \
 check_eq "every completion by the lease holder answered completed" "$MESSAGES completed" \
   "$(sql -c "SELECT count(*) || ' ' || string_agg(DISTINCT outcome, ',') FROM outcomes")"
 check_eq "no work left, no lease left" "0 0" \
-  "$(sql -c "SELECT (SELECT count(*) FROM whizbang.wh_inbox_work WHERE consumer = '$CONSUMER') || ' '
+  "$(sql -c "SELECT (SELECT count(*) FROM whizbang.wh_inbox WHERE consumer = '$CONSUMER') || ' '
                   || (SELECT count(*) FROM whizbang.leases)")"
 check_eq "stats() lease_store_entries back to 0" 0 "$(stat lease_store_entries)"
 check "the most entries/leases seen while draining: <= the capacity ($(cat "$work/max" 2>/dev/null))" \

@@ -157,7 +157,7 @@ check "the message after the failing one waited until it was dead-lettered" \
   "SELECT l.applied_at > d.dead_lettered_at FROM inbox_demo_ledger l, whizbang.wh_dead_letters d
     WHERE l.message_id = 'f0000000-0000-7000-8000-000000000101' AND d.message_id = 'f0000000-0000-7000-8000-000000000100'"
 check "no work left; dedup records kept for all 35 messages" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work) AND (SELECT count(*) FROM whizbang.wh_message_deduplication) = 35"
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox) AND (SELECT count(*) FROM whizbang.wh_message_deduplication) = 35"
 
 # 4. Why tokens stay strings: an odd token above 2^53 changes when it becomes a JS number
 #    (table store: its tokens come from wh_lease_token_seq).
@@ -239,7 +239,7 @@ check "busy worker: it applied the message it was on, and only that one" \
   "SELECT count(*) = 1 AND min(seq) = 301 FROM inbox_demo_ledger WHERE account = 'acct-slow'"
 check "busy worker: the rest of its batch is released, attempt refunded" \
   "SELECT count(*) = 2 AND bool_and(l.message_id IS NULL AND w.attempts = 0)
-     FROM whizbang.wh_inbox_work w
+     FROM whizbang.wh_inbox w
      LEFT JOIN whizbang.leases l ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id
     WHERE w.stream_id = 'f0000000-0000-7000-8000-0000000003ff'"
 node "$WORKER" --wait 0.1 --max-idle 1 >"$work/rest.json" 2>"$work/rest.log"

@@ -24,7 +24,7 @@
 #      committing transaction that stored outbox rows, none for a rollback; a LISTENing relay
 #      (poll 30 s) publishes a new order within 1 s of its commit;
 #   g. at the end: exactly one effect per committed order, none for anything else, wh_outbox and
-#      wh_outbox_work empty, the receiver's inbox work empty.
+#      wh_outbox empty, the receiver's inbox work empty.
 # All of it runs in a cluster of each lease store (issue 11): a plain one, and one with
 # shared_preload_libraries = whizbang (leases in shared memory).
 #   OUTBOX_LEASE_STORES="table" (or "shared_memory"; else WB_LEASE_STORES) one cluster only
@@ -78,7 +78,7 @@ out=$("$PY" "$RELAY" --produce 10 --customers 3 --rollback-every 4 --tag t1 2>"$
 check_eq "produce 10 orders, every 4th rolled back" '{"created": 8, "existing": 0, "rolled_back": 2}' "$out"
 check "8 orders and 8 outbox rows, 8 work rows" \
   "SELECT (SELECT count(*) FROM outbox_demo_orders) = 8 AND (SELECT count(*) FROM whizbang.wh_outbox) = 8
-      AND (SELECT count(*) FROM whizbang.wh_outbox_work) = 8"
+      AND (SELECT count(*) FROM whizbang.wh_outbox) = 8"
 check "the rolled-back orders (4 and 8) left neither an order nor an outbox row" \
   "SELECT NOT EXISTS (SELECT 1 FROM outbox_demo_orders WHERE seq IN (4, 8))
       AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox WHERE event_data->>'seq' IN ('4', '8'))"
@@ -99,7 +99,7 @@ SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = 'aaaaaaaa-0000-4000-8
 ROLLBACK;
 SELECT count(*) FROM outbox_demo_orders WHERE order_id = 'aaaaaaaa-0000-4000-8000-000000000001';
 SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = 'aaaaaaaa-0000-4000-8000-0000000000e1';
-SELECT count(*) FROM whizbang.wh_outbox_work WHERE message_id = 'aaaaaaaa-0000-4000-8000-0000000000e1';
+SELECT count(*) FROM whizbang.wh_outbox WHERE message_id = 'aaaaaaaa-0000-4000-8000-0000000000e1';
 SQL
 check_eq "psql: stored inside the transaction (t, 1 row); after ROLLBACK no order, no outbox row, no work" \
   "t 1 0 0 0" "$(tr '\n' ' ' <"$work/rollback.out" | sed 's/ $//')"
@@ -155,10 +155,10 @@ check_eq "relay summaries: each message claimed, published and completed once" \
 check "10 effects, one per order" \
   "SELECT count(*) = 10 AND count(DISTINCT order_id) = 10 FROM outbox_demo_effects e JOIN outbox_demo_orders o USING (order_id)"
 check "the outbox is empty and has no work" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox_work)"
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox)"
 check "the receiver saw each message once (observation_count 1) and has no inbox work left" \
   "SELECT count(*) = 10 AND bool_and(observation_count = 1) FROM whizbang.wh_message_deduplication WHERE consumer = 'receiver'
-   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work WHERE consumer = 'receiver')"
+   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox WHERE consumer = 'receiver')"
 check "per-stream order: each customer's effects in the order its orders were committed" \
   "SELECT NOT EXISTS (SELECT 1 FROM (SELECT o.created_at, lag(o.created_at) OVER (PARTITION BY o.customer_id ORDER BY e.effect_id) AS prev
                                        FROM outbox_demo_effects e JOIN outbox_demo_orders o USING (order_id)) s
@@ -208,7 +208,7 @@ check "two deliveries of the message (new at attempt 1, duplicate at attempt 2),
 check "... and exactly ONE business effect for that order" \
   "SELECT count(*) = 1 FROM outbox_demo_effects WHERE order_id = '$crash_order'"
 check "the outbox is empty again" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox_work)"
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox)"
 out=$(psql -qXtA -v ON_ERROR_STOP=1 <<SQL
 BEGIN;
 SELECT was_newly_created FROM whizbang.store_outbox_messages(jsonb_build_array(jsonb_build_object(
@@ -360,7 +360,7 @@ check_eq "outbox_notify on: a rolled-back store sends nothing" "on_rollback 0" "
 check_eq "complete_outbox_published of the 8 probes: 8, then 0 (a second completion is a no-op)" \
   "complete_outbox_published 8 0" "$(sed -n 5p "$work/notify.out")"
 check "the probes are gone (and the rolled-back ones were never there)" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox_work)"
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox)"
 
 # A LISTENing relay with a 30-second poll: only the NOTIFY can wake it within 1 s. It completes
 # with complete_outbox_published (the seed's contract, no fencing).
@@ -400,10 +400,10 @@ check "per-stream order at the receiver, over all effects" \
                                        FROM outbox_demo_effects e JOIN outbox_demo_orders o USING (order_id)) s
                        WHERE prev > created_at)"
 check "wh_outbox empty, no outbox work left, one dead letter (the refused message)" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox_work)
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox)
       AND (SELECT count(*) FROM whizbang.wh_dead_letters) = 1"
 check "the receiver: no inbox work left; 'new' delivered once per message it applied" \
-  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work WHERE consumer = 'receiver')
+  "SELECT NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox WHERE consumer = 'receiver')
       AND NOT EXISTS (SELECT 1 FROM outbox_demo_effects_deliveries WHERE outcome = 'new'
                        GROUP BY message_id HAVING count(*) > 1)
       AND (SELECT count(*) FROM outbox_demo_effects_deliveries WHERE outcome = 'new') = 14"

@@ -171,7 +171,7 @@ check "inbox: in every stream, effects are in stored order" \
                                        FROM inbox_demo_ledger) s WHERE prev >= seq)"
 check "inbox: the failing message dead-lettered after 3 deliveries; no work left" \
   "SELECT (SELECT attempts FROM whizbang.wh_dead_letters WHERE message_id = 'f0000000-0000-7000-8000-000000000100') = 3
-      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work)"
+      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox)"
 read -r max_clients max_servers < <(awk '$1 > c { c = $1 } $2 > s { s = $2 } END { print c + 0, s + 0 }' "$work/pool-inbox.out")
 check_eq "inbox: $max_clients clients at once on at most $POOL_SIZE server connections" "yes" \
   "$([ "$max_servers" -le "$POOL_SIZE" ] && [ "$max_clients" -gt "$POOL_SIZE" ] && echo yes || echo "servers=$max_servers clients=$max_clients")"
@@ -256,7 +256,7 @@ check_eq "outbox: relay summaries (31 orders)" "published=31 completed=31 lease_
 check "outbox: one effect per order at the receiver, outbox empty" \
   "SELECT (SELECT count(*) FROM outbox_demo_orders) = 31
       AND (SELECT count(*) = 31 AND count(DISTINCT order_id) = 31 FROM outbox_demo_effects)
-      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox_work)"
+      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox) AND NOT EXISTS (SELECT 1 FROM whizbang.wh_outbox)"
 check "outbox: per-customer order at the receiver" \
   "SELECT NOT EXISTS (SELECT 1 FROM (SELECT o.seq, lag(o.seq) OVER (PARTITION BY o.customer_id ORDER BY e.effect_id) AS prev
                                        FROM outbox_demo_effects e JOIN outbox_demo_orders o USING (order_id)

@@ -74,7 +74,7 @@ GRANT pg_monitor TO whizbang_exporter;
 GRANT USAGE ON SCHEMA whizbang TO whizbang_exporter;
 GRANT EXECUTE ON FUNCTION whizbang.stats() TO whizbang_exporter;
 GRANT SELECT ON whizbang.stats TO whizbang_exporter;
-GRANT SELECT ON whizbang.wh_inbox, whizbang.wh_inbox_work, whizbang.wh_outbox, whizbang.wh_outbox_work,
+GRANT SELECT ON whizbang.wh_inbox, whizbang.wh_outbox,
       whizbang.wh_dead_letters, whizbang.wh_message_deduplication, whizbang.wh_idempotency_keys
    TO whizbang_exporter;
 SQL

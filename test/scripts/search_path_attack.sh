@@ -374,7 +374,7 @@ SELECT * FROM whizbang.store_inbox_messages('[
   {"MessageId": "${P}6000000-0000-7000-8000-000000000002", "HandlerName": "h", "MessageType": "t", "Envelope": {}}]',
   p_consumer => 'd$P');
 SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'd$P');
-DELETE FROM whizbang.wh_inbox_work WHERE consumer OPERATOR(pg_catalog.=) 'd$P';
+DELETE FROM whizbang.wh_inbox WHERE consumer OPERATOR(pg_catalog.=) 'd$P';
 SELECT message_id FROM whizbang.claim_work('$G', 'inbox', p_consumer => 'd$P');
 
 -- a claim that waits (0.7.0): nothing due, so it looks for when something falls due (a
@@ -386,8 +386,8 @@ SELECT * FROM whizbang.store_inbox_messages('[
    "ScheduledFor": "2999-01-01T00:00:00Z"}]', p_consumer => 'w$P');
 SELECT message_id FROM whizbang.claim_work('$G', NULL, p_consumer => 'w$P', p_wait => '300 milliseconds');
 BEGIN;
-TRUNCATE whizbang.wh_inbox_work;
-TRUNCATE whizbang.wh_outbox_work;
+TRUNCATE whizbang.wh_inbox;
+TRUNCATE whizbang.wh_outbox;
 ROLLBACK;
 
 -- idempotency keys: policy, claim, busy, complete, duplicate, conflict, release, old ones
@@ -465,8 +465,8 @@ SELECT count(*) FROM whizbang.complete_work('inbox', '{${1}6000000-0000-4000-800
 SELECT count(*) FROM whizbang.store_outbox_messages('[{"MessageId": "${1}6300000-0000-4000-8000-000000000001",
     "Destination": "d", "MessageType": "t", "Envelope": {}}]', p_now => '2000-01-01 00:00:00+00');
 SELECT whizbang.complete_outbox_published('{${1}6300000-0000-4000-8000-000000000001}', true);
-UPDATE whizbang.wh_outbox_work SET processed_at = '2000-01-01 00:00:00+00' WHERE processed_at IS NOT NULL;
-UPDATE whizbang.wh_inbox_work SET processed_at = '2000-01-01 00:00:00+00' WHERE processed_at IS NOT NULL;
+UPDATE whizbang.wh_outbox SET processed_at = '2000-01-01 00:00:00+00' WHERE processed_at IS NOT NULL;
+UPDATE whizbang.wh_inbox SET processed_at = '2000-01-01 00:00:00+00' WHERE processed_at IS NOT NULL;
 SELECT outcome FROM whizbang.idempotency_begin('s', 'old$1', p_now => '2000-01-01 00:00:00+00');
 SELECT whizbang.idempotency_complete('s', 'old$1', (SELECT token FROM whizbang.wh_idempotency_keys
     WHERE idempotency_key = 'old$1'), '{}', p_now => '2000-01-01 00:00:00+00');
@@ -478,8 +478,8 @@ left_old() {
                       AND first_seen_at < '2001-01-01')
                 || ' ' || (SELECT count(*) FROM whizbang.wh_dead_letters WHERE dead_lettered_at < '2001-01-01')
                 || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys WHERE scope = 's')
-                || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_work WHERE processed_at IS NOT NULL)
-                || ' ' || (SELECT count(*) FROM whizbang.wh_outbox_work WHERE processed_at IS NOT NULL)"
+                || ' ' || (SELECT count(*) FROM whizbang.wh_inbox WHERE processed_at IS NOT NULL)
+                || ' ' || (SELECT count(*) FROM whizbang.wh_outbox WHERE processed_at IS NOT NULL)"
 }
 wait_purged() {
   local got="" i

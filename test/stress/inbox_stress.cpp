@@ -31,7 +31,7 @@
 //
 // What is asserted at the end (each is counted and printed; any failure exits 1):
 //  1. Exactly once: every message is in stress.effects exactly once or in wh_dead_letters
-//     exactly once, never both; wh_inbox and wh_inbox_work are empty; the dedup table holds
+//     exactly once, never both; wh_inbox and wh_inbox are empty; the dedup table holds
 //     each id once and counted every delivery (observation_count); no unexpected SQL error
 //     (a deadlock or a timeout would be one).
 //  2. Stream order: per stream, the effects in commit order (commit_no is drawn under the
@@ -1045,13 +1045,21 @@ EventCheck analyse_events() {
                 // before a's lease lapsed.
                 const bool live = a->kind == 0 ? a->lease_end > b->claim->end_us
                                                : a->lease_end > b->claim->now_us && b->claim->end_us < a->final_us;
-                if (!live) continue;
+                // And a's row was surely leased before b's ended: a claim takes its leases in rounds
+                // under one token (since 0.14.0 also to fill up from further streams), so a claim
+                // that began before b's may take a later row of the stream in a later round, after
+                // b's row was finished; only if a had returned before b's outcome (or b's lease
+                // lapsed) did both leases surely exist at once.
+                const bool a_before_b_ended = a->claim->end_us < (b->kind != 0 ? b->final_us : b->lease_end);
+                if (!live || !a_before_b_ended) continue;
                 ++ec.stream_overlap;
                 ec.note("stream " + std::to_string(s) + ": seq " + std::to_string(g_msgs[b->claim->msg].seq) +
                         " handed out (token " + std::to_string(b->claim->token) + ", p_now " +
                         std::to_string(b->claim->now_us) + ", returned " + std::to_string(b->claim->end_us) +
+                        ", outcome " + kind_name(b->kind) + " at " + std::to_string(b->final_us) +
                         ") while seq " + std::to_string(g_msgs[a->claim->msg].seq) + " was held (token " +
-                        std::to_string(a->claim->token) + ", lease end " + std::to_string(a->lease_end) + ", outcome " +
+                        std::to_string(a->claim->token) + ", p_now " + std::to_string(a->claim->now_us) + ", returned " +
+                        std::to_string(a->claim->end_us) + ", lease end " + std::to_string(a->lease_end) + ", outcome " +
                         kind_name(a->kind) + " at " + std::to_string(a->final_us) + ")");
             }
     }
@@ -1141,7 +1149,7 @@ int main() {
     while (true) {
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
-        Res r = admin.must("SELECT (SELECT count(*) FROM whizbang.wh_inbox_work), (SELECT count(*) FROM whizbang.wh_dead_letters)");
+        Res r = admin.must("SELECT (SELECT count(*) FROM whizbang.wh_inbox), (SELECT count(*) FROM whizbang.wh_dead_letters)");
         const long queued = r.num(0, 0), dead = r.num(0, 1);
         if (Clock::now() - last_report > std::chrono::seconds(5)) {
             logf("stored %ld, completed %ld, dead-lettered %ld, queued %ld", g_stored.load(), g_completed.load(), dead,
@@ -1191,7 +1199,7 @@ int main() {
                                " WHERE x.message_id = e.message_id)) + (SELECT count(*) FROM whizbang.wh_dead_letters d"
                                " WHERE NOT EXISTS (SELECT 1 FROM stress.expected x WHERE x.message_id = d.message_id))");
     const long inbox_left = one("SELECT count(*) FROM whizbang.wh_inbox");
-    const long work_left = one("SELECT count(*) FROM whizbang.wh_inbox_work");
+    const long work_left = one("SELECT count(*) FROM whizbang.wh_inbox");
     const long dedup_ids = one("SELECT count(*) FROM whizbang.wh_message_deduplication WHERE consumer = ''");
     const long observations = one("SELECT coalesce(sum(observation_count), 0) FROM whizbang.wh_message_deduplication WHERE consumer = ''");
     const long dead_exhausted = admin.must("SELECT count(*) FROM whizbang.wh_dead_letters WHERE attempts >= $1::int",
@@ -1212,7 +1220,7 @@ int main() {
               std::to_string(effect_ids + dead_ids) + " of " + std::to_string(cfg.messages));
     check(effects == g_completed, "committed completions counted by the workers: " + std::to_string(g_completed.load()));
     check(inbox_left == 0 && work_left == 0,
-          "left in wh_inbox / wh_inbox_work: " + std::to_string(inbox_left) + " / " + std::to_string(work_left));
+          "left in wh_inbox / wh_inbox: " + std::to_string(inbox_left) + " / " + std::to_string(work_left));
     check(dedup_ids == cfg.messages, "dedup records: " + std::to_string(dedup_ids));
     check(observations == cfg.messages + redeliveries,
           "deliveries observed " + std::to_string(observations) + " = sent " + std::to_string(cfg.messages + redeliveries));
@@ -1275,7 +1283,7 @@ int main() {
     if (timed_out || missing > 0) {
         Res r = admin.must("SELECT x.stream_no, x.seq, x.kind, coalesce(l.attempts, w.attempts),"
                            "       l.message_id IS NOT NULL AS leased, w.scheduled_for > now() AS scheduled, w.stream_seq"
-                           "  FROM whizbang.wh_inbox_work w JOIN stress.expected x USING (message_id)"
+                           "  FROM whizbang.wh_inbox w JOIN stress.expected x USING (message_id)"
                            "  LEFT JOIN whizbang.leases l"
                            "    ON l.source = 'inbox' AND l.consumer = w.consumer AND l.message_id = w.message_id"
                            " ORDER BY x.stream_no, x.seq LIMIT 15");

@@ -1,4 +1,5 @@
 #include "pg/boundary/required_privileges.h"
+#include "pg/boundary/spi.h"
 
 #include <cstring>
 #include <string>
@@ -23,6 +24,10 @@ using W = WhenNeeded;
 // of a missing grant on its first call, not weeks later, and a coordinator, which cannot know
 // beforehand what the nodes will do, checks the same). Functions that are not listed need
 // EXECUTE only, or run plain SQL that PostgreSQL (and Citus) checks as the caller (idempotency_*).
+//
+// The rows name the work tables wh_inbox_work / wh_outbox_work where the work state is needed: a
+// database still at a version before 0.14.0 (split_layout(), spi.h) checks them there, one with
+// the work state in the message rows checks them on wh_inbox / wh_outbox (folded(), below).
 const std::vector<RequiredPrivilege> table = {
     // Deduplication: new ids are inserted, ids on record counted by an upsert (SELECT, UPDATE).
     {"dedup_insert", W::always, "wh_message_deduplication", S | I | U},
@@ -208,13 +213,35 @@ void check_one(const char* function, const char* shown_as, const CallShape& shap
                        "; or grant what whizbang._required_privileges() lists for the function (docs/security.md).");
 }
 
+// The rows for one row per message: a work table's rows go to its message table, merged with the
+// message table's row of the same function and condition.
+std::vector<RequiredPrivilege> folded() {
+    std::vector<RequiredPrivilege> out;
+    for (RequiredPrivilege row : table) {
+        if (strcmp(row.object, "wh_inbox_work") == 0) row.object = "wh_inbox";
+        if (strcmp(row.object, "wh_outbox_work") == 0) row.object = "wh_outbox";
+        bool merged = false;
+        for (RequiredPrivilege& seen : out)
+            if (strcmp(seen.function, row.function) == 0 && seen.when == row.when && strcmp(seen.object, row.object) == 0) {
+                seen.privileges |= row.privileges;
+                merged = true;
+                break;
+            }
+        if (!merged) out.push_back(row);
+    }
+    return out;
+}
+
 }  // namespace
 
-const std::vector<RequiredPrivilege>& required_privileges() { return table; }
+const std::vector<RequiredPrivilege>& required_privileges() {
+    static const std::vector<RequiredPrivilege> one_row = folded();
+    return split_layout() ? table : one_row;
+}
 
 void require_privileges(const char* function, const CallShape& shape) {
     const char* listed = alias_of(function);
-    for (const RequiredPrivilege& need : table)
+    for (const RequiredPrivilege& need : required_privileges())
         if (strcmp(need.function, listed) == 0 && applies(need.when, shape)) check_one(listed, function, shape, need);
 }
 

@@ -1,3 +1,4 @@
+#include <cctype>
 #include <cstring>
 #include <string>
 
@@ -20,16 +21,19 @@ SPIPlanPtr CachedPlan::prepare(const std::vector<Datum>& values, const char* nul
     // Kept by the scope's key, so the text is rewritten once per shard, not per call; at most
     // kMaxShardPlans per statement (a node holds few shards; moves bring others).
     const bool sharded = in_shard_scope();
-    if (sharded && shard_plans_.size() >= kMaxShardPlans && shard_plans_.count(shard_scope_key()) == 0) {
+    const bool split = !split_sql_.empty() && split_layout();
+    const std::string shard_key = sharded ? (split ? "split " : "") + shard_scope_key() : std::string();
+    if (sharded && shard_plans_.size() >= kMaxShardPlans && shard_plans_.count(shard_key) == 0) {
         pg_call([&] {
             for (auto& [key, p] : shard_plans_)
                 if (p) SPI_freeplan(p);
         });
         shard_plans_.clear();
     }
-    SPIPlanPtr& plan = sharded ? shard_plans_[shard_scope_key()] : plan_;
+    SPIPlanPtr& plan = sharded ? shard_plans_[shard_key] : split ? split_plan_ : plan_;
     if (!plan) {
-        const std::string text = sharded ? shard_sql(sql_) : sql_;
+        const std::string& sql = split ? split_sql_ : sql_;
+        const std::string text = sharded ? shard_sql(sql) : sql;
         plan = pg_call([&] {
             SPIPlanPtr p = SPI_prepare_cursor(text.c_str(), static_cast<int>(arg_types_.size()), arg_types_.data(),
                                               cursor_options_);
@@ -39,6 +43,35 @@ SPIPlanPtr CachedPlan::prepare(const std::vector<Datum>& values, const char* nul
         });
     }
     return plan;
+}
+
+bool split_layout() {
+    return pg_call([] {
+        Oid schema = get_namespace_oid("whizbang", true);
+        return OidIsValid(schema) && OidIsValid(get_relname_relid("wh_inbox_work", schema));
+    });
+}
+
+std::string split_twin(const std::string& sql) {
+    static const std::string marker = "/*message*/";
+    std::string out;
+    out.reserve(sql.size() + 64);
+    for (std::size_t at = 0; at < sql.size();) {
+        bool matched = false;
+        for (const char* table : {"whizbang.wh_inbox", "whizbang.wh_outbox"}) {
+            const std::size_t n = strlen(table);
+            if (sql.compare(at, n, table) != 0) continue;
+            const char next = at + n < sql.size() ? sql[at + n] : ' ';
+            if (next == '_' || isalnum(static_cast<unsigned char>(next))) continue;  // a companion table
+            out.append(table);
+            if (sql.compare(at + n, marker.size(), marker) != 0) out.append("_work");
+            at += n;
+            matched = true;
+            break;
+        }
+        if (!matched) out.push_back(sql[at++]);
+    }
+    return out;
 }
 
 uint64 CachedPlan::execute(const std::vector<Datum>& values, const char* nulls) {

@@ -13,11 +13,29 @@
 namespace whizbang::pg {
 
 // A statement prepared on first use and kept for the life of the backend.
+// Whether this database still keeps the work state in tables of its own (wh_inbox_work /
+// wh_outbox_work): its whizbang predates 0.14.0 and has not been updated yet. The library serves
+// it until ALTER EXTENSION whizbang UPDATE merges them into the message tables (docs/internals.md).
+bool split_layout();
+
+// `sql`, written for message tables that carry their work state (0.14.0), for the split layout:
+// every whizbang.wh_inbox / whizbang.wh_outbox names the work table instead, except where the
+// name is followed by the marker comment /*message*/ (the message table in both layouts).
+std::string split_twin(const std::string& sql);
+
 class CachedPlan {
 public:
     CachedPlan(std::string sql, std::initializer_list<Oid> arg_types)
-        : sql_(std::move(sql)), arg_types_(arg_types) {}
-    CachedPlan(std::string sql, std::vector<Oid> arg_types) : sql_(std::move(sql)), arg_types_(std::move(arg_types)) {}
+        : sql_(std::move(sql)), split_sql_(split_of(sql_)), arg_types_(arg_types) {}
+    CachedPlan(std::string sql, std::vector<Oid> arg_types)
+        : sql_(std::move(sql)), split_sql_(split_of(sql_)), arg_types_(std::move(arg_types)) {}
+
+    // The statement's text for the split layout where split_twin's is not right (it reads
+    // message columns too, or deletes a message and its work row).
+    CachedPlan& split_as(std::string sql) {
+        split_sql_ = std::move(sql);
+        return *this;
+    }
 
     // For statements whose best plan depends on how big the work tables are right now (claims,
     // row locks): planned for the actual parameters on every execution, never a generic plan
@@ -37,9 +55,14 @@ public:
 
 private:
     SPIPlanPtr prepare(const std::vector<Datum>& values, const char* nulls);
+    static std::string split_of(const std::string& sql) {
+        std::string twin = split_twin(sql);
+        return twin == sql ? std::string() : twin;
+    }
     std::string sql_;
+    std::string split_sql_;  // empty: the same text in both layouts
     std::vector<Oid> arg_types_;
-    SPIPlanPtr plan_ = nullptr;
+    SPIPlanPtr plan_ = nullptr, split_plan_ = nullptr;
     std::unordered_map<std::string, SPIPlanPtr> shard_plans_;  // by shard scope (shard_scope_key), bounded
     int cursor_options_ = 0;
 };

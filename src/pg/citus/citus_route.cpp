@@ -48,7 +48,7 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
     Datum array = int4_array(partitions);
     AsExtensionOwner owner;  // Citus's shard functions want the tables' privileges
     static CachedPlan shards_plan(
-        "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox_work'::pg_catalog.regclass, p)"
+        "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox'::pg_catalog.regclass, p)"
         "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
         {INT4ARRAYOID});
     std::vector<int64_t> shards(partitions.size(), 0);
@@ -112,7 +112,7 @@ void load_node_routes() {
             "                       WHERE pl.shardid OPERATOR(pg_catalog.=) s.shard LIMIT 1)"
             "  FROM pg_catalog.generate_series(0, 9999) AS u(p),"
             "       LATERAL (SELECT pg_catalog.get_shard_id_for_distribution_column("
-            "                   'whizbang.wh_inbox_work'::pg_catalog.regclass, u.p) AS shard) s"
+            "                   'whizbang.wh_inbox'::pg_catalog.regclass, u.p) AS shard) s"
             " ORDER BY u.p",
             true, 0);
         if (rc != SPI_OK_SELECT || SPI_processed != static_cast<uint64>(kDistributedPartitionCount))
@@ -164,7 +164,7 @@ std::vector<int> routing_anchors() {
         if (local.empty() || local_generation != generation) {
             std::vector<int> all(kDistributedPartitionCount);
             for (int p = 0; p < kDistributedPartitionCount; ++p) all[p] = p;
-            const std::vector<int64_t> here = local_shards("wh_inbox_work");
+            const std::vector<int64_t> here = local_shards("wh_inbox");
             std::vector<int> fresh;
             for (const auto& [group, positions] : routing_groups(all))
                 if (std::binary_search(here.begin(), here.end(), group)) fresh.push_back(all[positions.front()]);

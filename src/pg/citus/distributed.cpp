@@ -58,7 +58,7 @@ bool distributed() {
         AcceptInvalidationMessages();
         if (!known) {
             Oid ns = get_namespace_oid("whizbang", true);
-            work_relid = OidIsValid(ns) ? get_relname_relid("wh_inbox_work", ns) : InvalidOid;
+            work_relid = OidIsValid(ns) ? get_relname_relid("wh_inbox", ns) : InvalidOid;
             answer = work_table_is_citus_table();
             known = true;
         }

@@ -6,7 +6,7 @@
 
 namespace whizbang::pg {
 
-// True when wh_inbox_work is a Citus table in this database. Cached per backend; a change of
+// True when wh_inbox is a Citus table in this database. Cached per backend; a change of
 // the table (distribute() re-keys it) or of the whole relcache drops the cached answer.
 bool distributed();
 

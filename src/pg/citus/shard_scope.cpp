@@ -124,8 +124,8 @@ Scope load_scope(int partition) {
     }
     if (auto known = scope_shards.by_partition.find(partition); known != scope_shards.by_partition.end()) {
         scope.shards = known->second;
-        scope.key = std::to_string(scope.shards.at("wh_inbox_work"));
-        lock_local_placement(scope.shards.at("wh_inbox_work"), partition);
+        scope.key = std::to_string(scope.shards.at("wh_inbox"));
+        lock_local_placement(scope.shards.at("wh_inbox"), partition);
         return scope;
     }
     // Filled on the PostgreSQL side in the caller's memory (SPI_palloc), read afterwards.
@@ -147,7 +147,7 @@ Scope load_scope(int partition) {
             " WHERE c.relnamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace"
             "   AND (p.partmethod OPERATOR(pg_catalog.=) 'n' OR p.colocationid OPERATOR(pg_catalog.=)"
             "        (SELECT q.colocationid FROM pg_catalog.pg_dist_partition q"
-            "          WHERE q.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox_work'::pg_catalog.regclass))",
+            "          WHERE q.logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox'::pg_catalog.regclass))",
             1, types, values, nullptr, true, 0);
         if (rc != SPI_OK_SELECT) elog(ERROR, "whizbang: reading the shards of partition %d failed", partition);
         names = static_cast<char**>(SPI_palloc(sizeof(char*) * (SPI_processed + 1)));
@@ -171,17 +171,17 @@ Scope load_scope(int partition) {
         if (names) pfree(names);
         if (shards) pfree(shards);
     });
-    if (scope.shards.count("wh_inbox_work") == 0)
+    if (scope.shards.count("wh_inbox") == 0)
         throw SqlError(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                        "whizbang: a routed call found no distributed whizbang tables on this node");
     // Every whizbang distributed table but the idempotency keys is in one colocation group, and
     // Citus's metadata lock is per group and shard index: this one lock covers each shard the
     // call names (the keys' shards are locked where they are used, ShardTableOverride).
-    lock_local_placement(scope.shards.at("wh_inbox_work"), partition);
+    lock_local_placement(scope.shards.at("wh_inbox"), partition);
     if (scope_shards.by_partition.size() >= static_cast<std::size_t>(kDistributedPartitionCount))
         scope_shards.by_partition.clear();
     scope_shards.by_partition[partition] = scope.shards;
-    scope.key = std::to_string(scope.shards.at("wh_inbox_work"));
+    scope.key = std::to_string(scope.shards.at("wh_inbox"));
     return scope;
 }
 
@@ -363,8 +363,8 @@ std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, co
 
 std::vector<int64_t> idempotency_shards_of_first_local_shard() {
     if (!in_shard_scope()) return {};
-    const std::vector<int64_t> work = local_shards("wh_inbox_work");
-    if (work.empty() || work.front() != active.back().shards.at("wh_inbox_work")) return {};
+    const std::vector<int64_t> work = local_shards("wh_inbox");
+    if (work.empty() || work.front() != active.back().shards.at("wh_inbox")) return {};
     return local_shards("wh_idempotency_keys");
 }
 

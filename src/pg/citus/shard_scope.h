@@ -3,7 +3,7 @@
 // same whizbang function there with its first argument passed through whizbang._on_shard(
 // partition, value). That call then runs in the shard scope of the partition: whizbang's SQL
 // and its direct heap and index access name the node's local shards of the partition
-// (wh_inbox_work_102008, ...), never the tables' shells, which hold no rows.
+// (wh_inbox_102008, ...), never the tables' shells, which hold no rows.
 #pragma once
 
 #include <cstdint>
@@ -68,7 +68,7 @@ const std::vector<int>& node_scope_partitions();
 std::vector<int64_t> local_shards(const char* table);
 
 // The shard ids of whizbang.<table> that hold `partitions`, in their order (Citus's metadata).
-std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, const char* table = "wh_inbox_work");
+std::vector<int64_t> shards_of_partitions(const std::vector<int>& partitions, const char* table = "wh_inbox");
 
 // The shards of wh_idempotency_keys (a colocation group of its own) placed on this node, when
 // the current routed call is for this node's first shard of the work tables; else none. Lets

@@ -23,10 +23,10 @@ namespace whizbang::pg {
 namespace {
 
 CachedPlan partitions_plan[2] = {
-    CachedPlan("SELECT w.message_id, w.partition_number FROM whizbang.wh_inbox_work w"
+    CachedPlan("SELECT w.message_id, w.partition_number FROM whizbang.wh_inbox w"
                " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) $2",
                {UUIDARRAYOID, TEXTOID}),
-    CachedPlan("SELECT w.message_id, w.partition_number FROM whizbang.wh_outbox_work w"
+    CachedPlan("SELECT w.message_id, w.partition_number FROM whizbang.wh_outbox w"
                " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) $2",
                {UUIDARRAYOID, TEXTOID}),
 };
@@ -34,7 +34,7 @@ CachedPlan partitions_plan[2] = {
 // A node call's look-up (where a query of the distributed table would be a distributed query
 // inside one): the ids' work rows in this node's own shards, one statement over all of them.
 uint64 find_on_this_node(Source source, const std::vector<core::Uuid>& ids, const std::string& consumer) {
-    const char* table = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
+    const char* table = source == Source::inbox ? "wh_inbox" : "wh_outbox";
     // The shards the coordinator routed here, each locked and checked before it is read: a
     // shard that moved away is an error, not a row reported not_found.
     std::vector<int64_t> shards;
@@ -44,7 +44,7 @@ uint64 find_on_this_node(Source source, const std::vector<core::Uuid>& ids, cons
         lock_local_placement(work_shards[i], anchors[i]);
         shards.push_back(work_shards[i]);
     }
-    if (source == Source::outbox) shards = shards_of_partitions(anchors, "wh_outbox_work");
+    if (source == Source::outbox) shards = shards_of_partitions(anchors, "wh_outbox");
     if (shards.empty()) return 0;
     std::string sql;
     for (int64_t shard : shards) {

@@ -30,7 +30,7 @@ WorkPlan followers_plan = WorkPlan::replanned(
     "       WITH ORDINALITY AS h(consumer, stream_id, seq, ord)"
     "  CROSS JOIN LATERAL ("
     "       SELECT f.message_id, f.attempts, f.scheduled_for, f.lease_expiry, f.stream_seq"
-    "         FROM whizbang.wh_inbox_work f"
+    "         FROM whizbang.wh_inbox f"
     "        WHERE f.consumer OPERATOR(pg_catalog.=) h.consumer AND f.stream_id OPERATOR(pg_catalog.=) h.stream_id"
     "          AND f.stream_seq OPERATOR(pg_catalog.>) h.seq AND f.processed_at IS NULL"
     "        ORDER BY f.stream_seq LIMIT $4) f"
@@ -48,18 +48,24 @@ public:
         settle(store_.end_round());
         for (int round = 0; round < 8 && room() > 0 && !store_.full(); ++round) {
             dead_ = rejected_ = 0;
+            const int handed_before = handed_;
             const bool streams_first = (turns_[static_cast<int>(c_.source)]++ & 1u) == 0;
             std::vector<Pick> picks;
-            if (streams_first) take_stream_heads(picks);
-            if (room(picks) > 0) append(picks, store_.take_unstreamed(room(picks)));
-            if (!streams_first) take_stream_heads(picks);
+            if (streams_first) take_stream_heads(picks, heads_for(room(picks)));
+            // Room kept for the runs of the heads just taken, so that rows without a stream do
+            // not crowd out their followers.
+            const int reserved = streams_first ? std::min(room(picks), heads_in(picks) * (rows_per_stream() - 1)) : 0;
+            if (room(picks) - reserved > 0) append(picks, store_.take_unstreamed(room(picks) - reserved));
+            if (!streams_first) take_stream_heads(picks, heads_for(room(picks)));
             const HandOut out = store_.hand_out(picks, true);
             settle(out);
             take_followers(out.heads);
             settle(store_.end_round());
             // A round that dead-lettered leaves room, and so does one whose picks were finished
-            // by others between the read and the take: look again.
-            if (dead_ == 0 && rejected_ == 0) break;
+            // by others between the read and the take: look again. So does one that took few
+            // streams and left room: more streams, or the rows without a stream held back for
+            // runs that came out shorter.
+            if (dead_ == 0 && rejected_ == 0 && handed_ == handed_before) break;
         }
         return handed_;
     }
@@ -67,6 +73,26 @@ public:
 private:
     int room(const std::vector<Pick>& picks = {}) const {
         return c_.max_rows - handed_ - pending_ - static_cast<int>(picks.size());
+    }
+
+    // A claim fills its room from as few streams as it can, a stream's whole run (up to
+    // p_max_per_stream) before the next stream's head: a claim that took the head of every
+    // stream would leave the other workers nothing at few streams, while its rows would come
+    // one or two per stream. How long a run is comes out only once its head is taken, so a
+    // claim expects full runs at first and then what its runs so far gave; a round that leaves
+    // room takes more heads in the next one.
+    int rows_per_stream() const {
+        if (c_.max_per_stream <= 1) return 1;
+        if (run_heads_ == 0) return c_.max_per_stream;
+        return std::max(1, static_cast<int>(run_rows_ / run_heads_));  // rounded down: rather a head too many
+    }
+    int heads_for(int room) const {
+        if (room <= 0) return 0;
+        const int per_stream = rows_per_stream();
+        return room / per_stream + (room % per_stream != 0 ? 1 : 0);
+    }
+    static int heads_in(const std::vector<Pick>& picks) {
+        return static_cast<int>(std::count_if(picks.begin(), picks.end(), [](const Pick& p) { return p.head; }));
     }
     static void append(std::vector<Pick>& to, std::vector<Pick> more) {
         for (Pick& p : more) to.push_back(std::move(p));
@@ -155,16 +181,17 @@ private:
         return found;
     }
 
-    // Takes stream heads, earliest due first among those found (as a claim hands rows out).
-    // Heads another claim takes first are passed over and the walk goes on past them, a few
-    // times at most, instead of answering short while heads are free.
-    void take_stream_heads(std::vector<Pick>& picks) {
+    // Takes up to `max_heads` stream heads, earliest due first among those found (as a claim
+    // hands rows out). Heads another claim takes first are passed over and the walk goes on
+    // past them, a few times at most, instead of answering short while heads are free.
+    void take_stream_heads(std::vector<Pick>& picks, int max_heads) {
         std::set<std::pair<core::Uuid, std::string>> tried;
-        for (int attempt = 0; attempt < 4 && room(picks) > 0 && !store_.full(); ++attempt) {
-            // As many as there is room for: the walk passes over streams held right now, and the
-            // next claim goes on after the last one looked at (shared by every backend where the
+        int taken = 0;
+        for (int attempt = 0; attempt < 4 && room(picks) > 0 && taken < max_heads && !store_.full(); ++attempt) {
+            // As many as it may take: the walk passes over streams held right now, and the next
+            // claim goes on after the last one looked at (shared by every backend where the
             // store has shared memory), so a head is rarely taken by another claim first.
-            const int want = room(picks);
+            const int want = std::min(room(picks), max_heads - taken);
             const int wanted = want;
             std::vector<Pick> found = find_stream_heads(wanted);
             std::stable_sort(found.begin(), found.end(), [](const Pick& a, const Pick& b) { return a.due < b.due; });
@@ -172,7 +199,9 @@ private:
             for (Pick& h : found)
                 if (tried.insert({h.key.id, h.key.consumer}).second) fresh.push_back(h);
             if (fresh.empty()) break;
-            append(picks, store_.take_heads(fresh, want));
+            std::vector<Pick> heads = store_.take_heads(fresh, want);
+            taken += static_cast<int>(heads.size());
+            append(picks, std::move(heads));
             if (static_cast<int>(found.size()) < wanted) break;  // every stream was looked at
         }
     }
@@ -227,6 +256,8 @@ private:
             for (auto& [h, f] : found) add(h, std::move(f));
         }
         std::vector<Pick> picks = store_.take_runs(runs, room());
+        run_heads_ += heads.size();
+        run_rows_ += heads.size() + picks.size();
         settle(store_.hand_out(picks, true));
     }
 
@@ -237,6 +268,7 @@ private:
     std::optional<std::string> consumer_;
     std::vector<char> partitions_;  // by partition number; empty: every partition
     int handed_ = 0, pending_ = 0, dead_ = 0, rejected_ = 0;
+    std::size_t run_heads_ = 0, run_rows_ = 0;  // heads whose runs were taken, and their rows in all
 };
 
 }  // namespace

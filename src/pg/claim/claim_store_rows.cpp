@@ -19,7 +19,7 @@ namespace {
 // This instance's pre-leased rows that still carry the lease they were stored with.
 WorkPlan preleased_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.lease_token"
-    "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox w"
     "    ON w.message_id OPERATOR(pg_catalog.=) p.message_id AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
     " WHERE p.instance_id OPERATOR(pg_catalog.=) $1"
     "   AND w.lease_instance OPERATOR(pg_catalog.=) $1 AND w.lease_token OPERATOR(pg_catalog.=) p.lease_token"
@@ -36,7 +36,7 @@ WorkPlan preleased_plan = WorkPlan::replanned(
 // waiting as the LIMIT takes them (rows another claim holds are skipped, none is over-locked).
 WorkPlan unstreamed_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts"
-    "  FROM whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox w"
     " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $1)"
     "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
@@ -50,12 +50,12 @@ WorkPlan unstreamed_plan = WorkPlan::replanned(
 // of its stream. Rows are locked as the LIMIT takes them: none is held for nothing.
 WorkPlan lock_heads_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, w.stream_id, w.stream_seq, w.lease_token"
-    "  FROM whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
     "   AND w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
     "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $3)"
     "   AND NOT EXISTS ("
-    "        SELECT 1 FROM whizbang.wh_inbox_work o"
+    "        SELECT 1 FROM whizbang.wh_inbox o"
     "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
     "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL)"
     // One holder per stream needs no look-ahead: the head's lease is the stream's (work_runs.cpp).
@@ -67,7 +67,7 @@ WorkPlan lock_heads_plan = WorkPlan::replanned(
 // Found through the primary key (message_id leads it); a row of another consumer that shares
 // an id is locked for nothing and not handed out (the caller matches pairs).
 WorkPlan lock_followers_plan = WorkPlan::replanned(
-    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.consumer OPERATOR(pg_catalog.=) ANY ($2)"
     "   AND w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $3"
     "   AND (w.lease_expiry IS NULL OR w.lease_expiry OPERATOR(pg_catalog.<=) $3)"
@@ -78,32 +78,47 @@ WorkPlan lock_followers_plan = WorkPlan::replanned(
 // in pick order, as claim_work's result rows. Planned per call: a generic plan made while the
 // queue was small hash-joins the ids against a scan of the whole work table, dead rows and
 // all, for as long as it is cached (found by bench/outbox).
-const char* const kLeaseRows =
-    "WITH c AS ("
-    "  UPDATE whizbang.wh_inbox_work w"
-    "     SET attempts = w.attempts OPERATOR(pg_catalog.+) 1, lease_instance = $4, lease_token = u.token,"
-    "         lease_expiry = $5"
-    "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
-    "         WITH ORDINALITY AS u(id, consumer, token, ord)"
-    "   WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
-    "  RETURNING w.message_id, w.consumer, w.stream_id, w.partition_number, w.attempts, w.lease_token,"
-    "            w.lease_expiry, u.ord)";
-CachedPlan hand_out_plans[2] = {
-    CachedPlan::replanned(std::string(kLeaseRows) +
-                   "SELECT 'inbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number, i.handler_name,"
-                   "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope, c.attempts,"
-                   "       c.lease_token, c.lease_expiry, c.consumer::pg_catalog.text"
-                   "  FROM c JOIN whizbang.wh_inbox i"
-                   "    ON i.message_id OPERATOR(pg_catalog.=) c.message_id AND i.consumer OPERATOR(pg_catalog.=) c.consumer"
-                   " ORDER BY c.ord",
-               {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID}),
-    CachedPlan::replanned(outbox_twin(kLeaseRows) +
-                   "SELECT 'outbox'::pg_catalog.text, c.message_id, c.stream_id, c.partition_number,"
-                   "       NULL::pg_catalog.text, o.destination, o.message_type, o.event_data, o.metadata, o.scope,"
-                   "       c.attempts, c.lease_token, c.lease_expiry, NULL::pg_catalog.text"
-                   "  FROM c JOIN whizbang.wh_outbox o ON o.message_id OPERATOR(pg_catalog.=) c.message_id"
-                   " ORDER BY c.ord",
-               {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID})};
+// Leases the picks (attempts + 1, the claim's token) and returns them, message and all, in pick
+// order, as claim_work's result rows. Planned per call: a generic plan made while the queue was
+// small hash-joins the ids against a scan of the whole table, dead rows and all, for as long as
+// it is cached (found by bench/outbox). In the split layout (before 0.14.0) the message columns
+// come from the message row joined to the leased work row.
+std::string lease_rows_sql(Source source, bool split) {
+    const bool inbox = source == Source::inbox;
+    const std::string m = split ? "m." : "w.";
+    const std::string message = inbox
+        ? m + "handler_name, NULL::pg_catalog.text AS destination, " + m + "message_type, " + m + "envelope, "
+        : "NULL::pg_catalog.text AS handler_name, " + m + "destination, " + m + "message_type, " + m + "event_data AS envelope, ";
+    std::string sql =
+        "WITH c AS ("
+        "  UPDATE whizbang.wh_inbox w"
+        "     SET attempts = w.attempts OPERATOR(pg_catalog.+) 1, lease_instance = $4, lease_token = u.token,"
+        "         lease_expiry = $5"
+        "    FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+        "         WITH ORDINALITY AS u(id, consumer, token, ord)";
+    if (split)
+        sql += inbox ? ", whizbang.wh_inbox/*message*/ m" : ", whizbang.wh_outbox/*message*/ m";
+    sql += "   WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer";
+    if (split)
+        sql += inbox ? "     AND m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer"
+                     : "     AND m.message_id OPERATOR(pg_catalog.=) w.message_id";
+    sql += "  RETURNING '" + std::string(source_name(source)) + "'::pg_catalog.text AS source, w.message_id, w.stream_id,"
+           "            w.partition_number, " + message + m + "metadata, " + m + "scope, w.attempts, w.lease_token,"
+           "            w.lease_expiry, " + (inbox ? "w.consumer::pg_catalog.text" : "NULL::pg_catalog.text") +
+           " AS consumer, u.ord)"
+           "SELECT c.source, c.message_id, c.stream_id, c.partition_number, c.handler_name, c.destination,"
+           "       c.message_type, c.envelope, c.metadata, c.scope, c.attempts, c.lease_token, c.lease_expiry, c.consumer"
+           "  FROM c ORDER BY c.ord";
+    if (!inbox) sql = outbox_twin(sql);
+    return split ? split_twin(sql) : sql;
+}
+CachedPlan hand_out_plan(Source source) {
+    CachedPlan plan = CachedPlan::replanned(lease_rows_sql(source, false),
+                                            {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, UUIDOID, TIMESTAMPTZOID});
+    plan.split_as(lease_rows_sql(source, true));
+    return plan;
+}
+CachedPlan hand_out_plans[2] = {hand_out_plan(Source::inbox), hand_out_plan(Source::outbox)};
 
 
 class RowStore : public ClaimStore {

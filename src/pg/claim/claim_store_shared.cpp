@@ -30,7 +30,7 @@ namespace {
 // Due rows without a stream, oldest due first; leased ones are skipped in shared memory.
 WorkPlan unstreamed_plan = WorkPlan::replanned(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts"
-    "  FROM whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox w"
     " WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $1"
     "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
     "   AND ($3::pg_catalog.int4[] IS NULL OR whizbang.partition_of(w.message_id, $4) OPERATOR(pg_catalog.=) ANY ($3))"
@@ -40,7 +40,7 @@ WorkPlan unstreamed_plan = WorkPlan::replanned(
 // Rows stored pre-leased to this instance (their leases were taken by the store).
 WorkPlan preleased_plan(
     "SELECT w.message_id, w.consumer::pg_catalog.text, w.attempts, p.lease_token"
-    "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox_preleased p JOIN whizbang.wh_inbox w"
     "    ON w.message_id OPERATOR(pg_catalog.=) p.message_id AND w.consumer OPERATOR(pg_catalog.=) p.consumer"
     " WHERE p.instance_id OPERATOR(pg_catalog.=) $1 AND w.processed_at IS NULL"
     "   AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
@@ -56,34 +56,45 @@ WorkPlan preleased_plan(
 const char* const kPicks =
     "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4),"
     "                  pg_catalog.unnest($5)) WITH ORDINALITY AS u(id, consumer, token, expiry, head, ord)"
-    "  JOIN whizbang.wh_inbox_work w"
+    "  JOIN whizbang.wh_inbox w"
     "    ON w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer";
 const char* const kStillClaimable =
     " WHERE w.processed_at IS NULL AND w.scheduled_for OPERATOR(pg_catalog.<=) $6"
     "   AND (NOT u.head OR w.stream_id IS NULL OR NOT EXISTS ("
-    "        SELECT 1 FROM whizbang.wh_inbox_work o"
+    "        SELECT 1 FROM whizbang.wh_inbox o"
     "         WHERE o.consumer OPERATOR(pg_catalog.=) w.consumer AND o.stream_id OPERATOR(pg_catalog.=) w.stream_id"
     "           AND o.stream_seq OPERATOR(pg_catalog.<) w.stream_seq AND o.processed_at IS NULL))"
     " ORDER BY u.ord";
-CachedPlan hand_out_plans[2] = {
-    CachedPlan::replanned(
-        std::string("SELECT 'inbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number, i.handler_name,"
-                    "       NULL::pg_catalog.text, i.message_type, i.envelope, i.metadata, i.scope,"
-                    "       w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, w.consumer::pg_catalog.text,"
-                    "       w.stream_seq, u.ord, w.ctid") +
-            kPicks +
-            "  JOIN whizbang.wh_inbox i"
-            "    ON i.message_id OPERATOR(pg_catalog.=) w.message_id AND i.consumer OPERATOR(pg_catalog.=) w.consumer" +
-            kStillClaimable,
-        {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID}),
-    CachedPlan::replanned(
-        outbox_twin(std::string("SELECT 'outbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number,"
-                                "       NULL::pg_catalog.text, o.destination, o.message_type, o.event_data, o.metadata,"
-                                "       o.scope, w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, NULL::pg_catalog.text,"
-                                "       w.stream_seq, u.ord, w.ctid") +
-                    kPicks + "  JOIN whizbang.wh_outbox o ON o.message_id OPERATOR(pg_catalog.=) w.message_id" +
-                    kStillClaimable),
-        {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID, TIMESTAMPTZOID})};
+// claim_work's result columns: from the row itself, or in the split layout (before 0.14.0)
+// from the message row `m` joined to the work row.
+std::string hand_out_sql(Source source, bool split) {
+    const char* m = split ? "m." : "w.";
+    std::string sql = source == Source::inbox
+        ? std::string("SELECT 'inbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number, ") + m +
+              "handler_name, NULL::pg_catalog.text, " + m + "message_type, " + m + "envelope, " + m + "metadata, " + m +
+              "scope, w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, w.consumer::pg_catalog.text,"
+              "       w.stream_seq, u.ord, w.ctid"
+        : std::string("SELECT 'outbox'::pg_catalog.text, w.message_id, w.stream_id, w.partition_number,"
+                      "       NULL::pg_catalog.text, ") + m + "destination, " + m + "message_type, " + m + "event_data, " + m +
+              "metadata, " + m + "scope, w.attempts OPERATOR(pg_catalog.+) 1, u.token, u.expiry, NULL::pg_catalog.text,"
+              "       w.stream_seq, u.ord, w.ctid";
+    sql += source == Source::inbox ? kPicks : outbox_twin(kPicks);
+    if (split)
+        sql += source == Source::inbox
+            ? "  JOIN whizbang.wh_inbox/*message*/ m"
+              "    ON m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer"
+            : "  JOIN whizbang.wh_outbox/*message*/ m ON m.message_id OPERATOR(pg_catalog.=) w.message_id";
+    sql += source == Source::inbox ? kStillClaimable : outbox_twin(kStillClaimable);
+    return split ? split_twin(sql) : sql;
+}
+CachedPlan hand_out_plan(Source source) {
+    CachedPlan plan = CachedPlan::replanned(hand_out_sql(source, false),
+                                            {UUIDARRAYOID, TEXTARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID, BOOLARRAYOID,
+                                             TIMESTAMPTZOID});
+    plan.split_as(hand_out_sql(source, true));
+    return plan;
+}
+CachedPlan hand_out_plans[2] = {hand_out_plan(Source::inbox), hand_out_plan(Source::outbox)};
 constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeqColumn = 15, kOrdColumn = 16,
               kCtidColumn = 17;
 

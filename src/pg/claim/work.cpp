@@ -7,6 +7,8 @@
 //  - complete / fail / renew / release lock the rows they name sorted by message id, so two
 //    of them over overlapping ids wait for each other at most.
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <map>
 #include <random>
 #include <set>
@@ -30,54 +32,60 @@
 namespace whizbang::pg {
 namespace {
 
-// Moves work to wh_dead_letters, message and all, in one statement (atomic with the caller).
+// Moves work to wh_dead_letters in one statement (atomic with the caller): one row, message and
+// work state alike, is deleted and copied.
 const char* const kDeleteWork =
     "WITH u AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
     "           AS u(id, consumer, error)),"
-    " w AS (DELETE FROM whizbang.wh_inbox_work w USING u"
+    " m AS (DELETE FROM whizbang.wh_inbox m USING u"
+    "        WHERE m.message_id OPERATOR(pg_catalog.=) u.id AND m.consumer OPERATOR(pg_catalog.=) u.consumer"
+    "       RETURNING m.*, COALESCE(u.error, m.last_error) AS error)";
+// The same in the split layout (before 0.14.0): the work row goes, then its message, which
+// returns the work row's attempts and error along.
+const char* const kDeleteSplitWork =
+    "WITH u AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3))"
+    "           AS u(id, consumer, error)),"
+    " w AS (DELETE FROM whizbang.wh_inbox w USING u"
     "        WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer"
-    "       RETURNING w.message_id, w.consumer, w.attempts, COALESCE(u.error, w.last_error) AS error),";
+    "       RETURNING w.message_id, w.consumer, w.attempts, COALESCE(u.error, w.last_error) AS error),"
+    " m AS (DELETE FROM whizbang.wh_inbox/*message*/ m USING w"
+    "        WHERE m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer"
+    "       RETURNING m.*, w.attempts, w.error)";
 // `sharded`: inside a routed call on a Citus node (shard_scope.h). A shard has no identity
 // default, so the id is made there: the node's group id in the top 16 bits and the node's own
 // sequence below, unique across the cluster as Citus makes its bigint identities.
-std::string dead_letter_sql(Source source, bool sharded) {
-    std::string sql = source == Source::inbox ? std::string(kDeleteWork) : outbox_twin(kDeleteWork);
-    sql += source == Source::inbox ? " m AS (DELETE FROM whizbang.wh_inbox i USING w"
-                                     "        WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
-                                     "          AND i.consumer OPERATOR(pg_catalog.=) w.consumer"
-                                     "       RETURNING i.*)"
-                                   : " m AS (DELETE FROM whizbang.wh_outbox o USING w"
-                                     "        WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id"
-                                     "       RETURNING o.*)";
-    sql += "INSERT INTO whizbang.wh_dead_letters (";
+std::string dead_letter_sql(Source source, bool sharded, bool split) {
+    const char* head = split ? kDeleteSplitWork : kDeleteWork;
+    std::string sql = source == Source::inbox ? std::string(head) : outbox_twin(head);
+    if (split && source == Source::outbox) {  // the outbox's message table has no consumer column there
+        const std::string by_consumer = " AND m.consumer OPERATOR(pg_catalog.=) w.consumer";
+        sql.erase(sql.find(by_consumer), by_consumer.size());
+    }
+    sql += " INSERT INTO whizbang.wh_dead_letters (";
     if (sharded) sql += "dead_letter_id, ";
     sql += "source, consumer, message_id, handler_name, destination, message_type,"
            "  envelope, metadata, scope, stream_id, is_event, sent_at, received_at, attempts, last_error, dead_lettered_at";
-    // A single server's table may predate the distribution column (0.8.0).
     sql += sharded ? ", partition_number) SELECT " : ") SELECT ";
     if (sharded)
         sql += "((SELECT g.groupid FROM pg_catalog.pg_dist_local_group g)::pg_catalog.int8 OPERATOR(pg_catalog.<<) 48)"
                " OPERATOR(pg_catalog.|) pg_catalog.nextval('whizbang.wh_dead_letters_dead_letter_id_seq'), ";
     sql += source == Source::inbox
                ? "'inbox', m.consumer, m.message_id, m.handler_name, NULL, m.message_type, m.envelope,"
-                 "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, w.attempts, w.error, $4"
-                 "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id"
-                 "   AND w.consumer OPERATOR(pg_catalog.=) m.consumer"
+                 "       m.metadata, m.scope, m.stream_id, m.is_event, m.sent_at, m.received_at, m.attempts, m.error, $4"
                : "'outbox', NULL, m.message_id, NULL, m.destination, m.message_type, m.event_data,"
-                 "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, w.attempts, w.error, $4"
-                 "  FROM m JOIN w ON w.message_id OPERATOR(pg_catalog.=) m.message_id";
-    if (sharded) {
-        // The dead letter's partition: its message's.
-        const std::size_t from = sql.rfind("  FROM m JOIN w");
-        sql.insert(from, ", m.partition_number");
-    }
+                 "       m.metadata, m.scope, m.stream_id, m.is_event, NULL, m.created_at, m.attempts, m.error, $4";
+    // The dead letter's partition: its message's.
+    if (sharded) sql += ", m.partition_number";
+    sql += "  FROM m";
     return sql;
 }
-CachedPlan dead_letter_plans[2][2] = {
-    {CachedPlan(dead_letter_sql(Source::inbox, false), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}),
-     CachedPlan(dead_letter_sql(Source::inbox, true), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID})},
-    {CachedPlan(dead_letter_sql(Source::outbox, false), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID}),
-     CachedPlan(dead_letter_sql(Source::outbox, true), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID})}};
+CachedPlan dead_letter_plan(Source source, bool sharded) {
+    CachedPlan plan(dead_letter_sql(source, sharded, false), {UUIDARRAYOID, TEXTARRAYOID, TEXTARRAYOID, TIMESTAMPTZOID});
+    plan.split_as(split_twin(dead_letter_sql(source, sharded, true)));
+    return plan;
+}
+CachedPlan dead_letter_plans[2][2] = {{dead_letter_plan(Source::inbox, false), dead_letter_plan(Source::inbox, true)},
+                                      {dead_letter_plan(Source::outbox, false), dead_letter_plan(Source::outbox, true)}};
 
 }  // namespace
 
@@ -115,7 +123,7 @@ int64_t next_lease_token() {
 Oid work_table(Source source) {
     return pg_call([source] {
         Oid schema = get_namespace_oid("whizbang", true);
-        return OidIsValid(schema) ? whizbang_relid_unguarded(source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work")
+        return OidIsValid(schema) ? whizbang_relid_unguarded(source == Source::inbox ? "wh_inbox" : "wh_outbox")
                                   : InvalidOid;
     });
 }
@@ -151,14 +159,14 @@ void walk_stream_heads(const Claim& c, CachedPlan& plan, int limit,
 
 std::string stream_walk_sql() {
     return "WITH RECURSIVE streams AS ("
-           "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+           "  (SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox w"
            "    WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
            "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
            "      AND ($6 OR (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) ($7::pg_catalog.text COLLATE pg_catalog.\"C\", $8))"
            "    ORDER BY w.consumer, w.stream_id, w.stream_seq LIMIT 1)"
            "  UNION ALL"
            "  SELECT n.consumer, n.stream_id FROM streams s CROSS JOIN LATERAL ("
-           "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox_work w"
+           "    SELECT w.consumer, w.stream_id FROM whizbang.wh_inbox w"
            "     WHERE w.stream_id IS NOT NULL AND w.processed_at IS NULL"
            "       AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)"
            "       AND (w.consumer, w.stream_id) OPERATOR(pg_catalog.>) (s.consumer, s.stream_id)"
@@ -188,7 +196,7 @@ private:
 WorkPlan next_due_plan(
     stream_walk_sql() +
     "SELECT LEAST("
-    "  (SELECT pg_catalog.min(w.scheduled_for) FROM whizbang.wh_inbox_work w"
+    "  (SELECT pg_catalog.min(w.scheduled_for) FROM whizbang.wh_inbox w"
     "    WHERE w.processed_at IS NULL AND w.stream_id IS NULL AND w.scheduled_for OPERATOR(pg_catalog.>) $1"
     "      AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)),"
     "  (SELECT pg_catalog.min(h.scheduled_for) FROM " + stream_heads_from("w.scheduled_for") +
@@ -221,14 +229,15 @@ TimestampTz next_due_of(Source source, const std::optional<std::string>& consume
 std::string stream_heads_from(const std::string& columns) {
     return "streams s CROSS JOIN LATERAL ("
            "    SELECT " + columns +
-           "      FROM whizbang.wh_inbox_work w"
+           "      FROM whizbang.wh_inbox w"
            "     WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id"
            "       AND w.processed_at IS NULL"
            "     ORDER BY w.stream_seq LIMIT 1) h";
 }
 
 std::string outbox_twin(const std::string& sql) {
-    static const std::string from = "whizbang.wh_inbox_", to = "whizbang.wh_outbox_";
+    // The message table and its companions (wh_inbox_streams, wh_inbox_preleased) alike.
+    static const std::string from = "whizbang.wh_inbox", to = "whizbang.wh_outbox";
     std::string out = sql;
     for (std::size_t at = out.find(from); at != std::string::npos; at = out.find(from, at + to.size()))
         out.replace(at, from.size(), to);
@@ -266,7 +275,7 @@ int routed_claim(FunctionCallInfo fcinfo, const std::vector<int>* partitions, in
     // The caller's rights were checked by the entry (the nodes run as the owner); a claim without
     // p_source takes the outbox only where the caller may update it, as on one server.
     std::optional<Datum> only_inbox;
-    if (PG_ARGISNULL(1) && !has_table_privilege("wh_outbox_work", ACL_UPDATE)) only_inbox = text_datum("inbox");
+    if (PG_ARGISNULL(1) && !has_table_privilege("wh_outbox", ACL_UPDATE)) only_inbox = text_datum("inbox");
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     const int64_t token = coordinator_lease_token();  // one token for the whole claim, as on one server
     // Each claim starts at another node (and, on a node, another shard) so that none waits

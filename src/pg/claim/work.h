@@ -1,7 +1,7 @@
 // Shared by the work-coordination functions (work.cpp, work_outcomes.cpp, the store paths).
 //
-// The inbox and the outbox keep their work state in tables of one shape (wh_inbox_work /
-// wh_outbox_work, and their _streams and _preleased companions; the outbox's consumer column
+// The inbox and the outbox keep their work state in tables of one shape (wh_inbox /
+// wh_outbox, and their _streams and _preleased companions; the outbox's consumer column
 // is always ''), so one claim engine serves both: a statement over those tables is written
 // once, for the inbox, and prepared a second time with the outbox's table names.
 #pragma once
@@ -37,13 +37,13 @@ int64_t next_lease_token();
 // `sql` with every "whizbang.wh_inbox_" table replaced by its "whizbang.wh_outbox_" twin.
 std::string outbox_twin(const std::string& sql);
 
-// The loose index scan of wh_inbox_work_stream that both claim paths start from: a recursive
+// The loose index scan of wh_inbox_stream that both claim paths start from: a recursive
 // CTE "streams" of each (consumer, stream_id) with unfinished rows, $2 the consumer (NULL: all),
 // from the first stream when $6, else from after ($7, $8). Their statements go on from it.
 std::string stream_walk_sql();
 
 // The head (oldest unfinished row) of each stream of that walk, as `h` with `columns` of
-// wh_inbox_work `w`: the FROM item "streams s CROSS JOIN LATERAL (...) h" of the statements that
+// wh_inbox `w`: the FROM item "streams s CROSS JOIN LATERAL (...) h" of the statements that
 // go on from stream_walk_sql().
 std::string stream_heads_from(const std::string& columns);
 
@@ -67,21 +67,29 @@ StreamCursor& stream_cursor(Source source);
 void walk_stream_heads(const Claim& c, CachedPlan& plan, int limit,
                        const std::function<bool(uint64 row, StreamCursor& position)>& row);
 
-// A statement over the work-state tables, prepared once per source.
+// A statement over the work state, prepared once per source (CachedPlan: and per layout).
 class WorkPlan {
 public:
     WorkPlan(const std::string& inbox_sql, std::initializer_list<Oid> arg_types, bool replanned = false)
         : WorkPlan(inbox_sql, std::vector<Oid>(arg_types), replanned) {}
     WorkPlan(const std::string& inbox_sql, const std::vector<Oid>& arg_types, bool replanned = false)
-        : plans_{replanned ? CachedPlan::replanned(inbox_sql, arg_types) : CachedPlan(inbox_sql, arg_types),
-                 replanned ? CachedPlan::replanned(outbox_twin(inbox_sql), arg_types)
-                           : CachedPlan(outbox_twin(inbox_sql), arg_types)} {}
+        : plans_{make(inbox_sql, arg_types, replanned), make(outbox_twin(inbox_sql), arg_types, replanned)} {}
     static WorkPlan replanned(const std::string& inbox_sql, std::initializer_list<Oid> arg_types) {
         return WorkPlan(inbox_sql, arg_types, true);
+    }
+    // With the split layout's own text (CachedPlan::split_as), twinned for the outbox too.
+    WorkPlan& split_as(const std::string& split_inbox_sql) { return split_as(split_inbox_sql, outbox_twin(split_inbox_sql)); }
+    WorkPlan& split_as(const std::string& split_inbox_sql, const std::string& split_outbox_sql) {
+        plans_[0].split_as(split_inbox_sql);
+        plans_[1].split_as(split_outbox_sql);
+        return *this;
     }
     CachedPlan& operator[](Source source) { return plans_[static_cast<int>(source)]; }
 
 private:
+    static CachedPlan make(const std::string& sql, const std::vector<Oid>& types, bool replanned) {
+        return replanned ? CachedPlan::replanned(sql, types) : CachedPlan(sql, types);
+    }
     CachedPlan plans_[2];
 };
 

@@ -30,10 +30,12 @@ struct TableNames {
     const char *work, *work_pkey, *stream_index, *messages, *messages_pkey;
     const char *handler, *destination, *envelope;  // columns of the message table (nullptr: none)
 };
+// Since 0.14.0 the work state is in the message row: "work" and "messages" name one table, read
+// once per pick.
 const TableNames kNames[2] = {
-    {"wh_inbox_work", "wh_inbox_work_pkey", "wh_inbox_work_stream", "wh_inbox", "wh_inbox_pkey", "handler_name", nullptr,
+    {"wh_inbox", "wh_inbox_pkey", "wh_inbox_stream", "wh_inbox", "wh_inbox_pkey", "handler_name", nullptr,
      "envelope"},
-    {"wh_outbox_work", "wh_outbox_work_pkey", "wh_outbox_work_stream", "wh_outbox", "wh_outbox_pkey", nullptr,
+    {"wh_outbox", "wh_outbox_pkey", "wh_outbox_stream", "wh_outbox", "wh_outbox_pkey", nullptr,
      "destination", "event_data"}};
 
 // A key on index column `col` (1-based) with the operator of `strategy` from its opfamily.
@@ -145,18 +147,13 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
     // Everything below runs on the PostgreSQL side: no C++ object is created and nothing throws.
     const bool read = pg_call([&]() -> bool {
         // Inside a routed call on a Citus node: the local shards (shard_scope.h).
-        const Oid work_id = whizbang_relid_unguarded(names.work), messages_id = whizbang_relid_unguarded(names.messages);
+        const Oid work_id = whizbang_relid_unguarded(names.work);
         const Oid work_pkey_id = whizbang_relid_unguarded(names.work_pkey),
-                  stream_id = whizbang_relid_unguarded(names.stream_index),
-                  messages_pkey_id = whizbang_relid_unguarded(names.messages_pkey);
-        if (!OidIsValid(work_id) || !OidIsValid(messages_id) || !OidIsValid(work_pkey_id) || !OidIsValid(stream_id) ||
-            !OidIsValid(messages_pkey_id))
-            return false;
-        for (Oid relid : {work_id, messages_id}) {
-            AclResult acl = pg_class_aclcheck(relid, GetUserId(), ACL_SELECT);
-            if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, get_rel_name(relid));
-        }
-        Relation work = table_open(work_id, AccessShareLock), messages = table_open(messages_id, AccessShareLock);
+                  stream_id = whizbang_relid_unguarded(names.stream_index);
+        if (!OidIsValid(work_id) || !OidIsValid(work_pkey_id) || !OidIsValid(stream_id)) return false;
+        AclResult acl = pg_class_aclcheck(work_id, GetUserId(), ACL_SELECT);
+        if (acl != ACLCHECK_OK) aclcheck_error(acl, OBJECT_TABLE, get_rel_name(work_id));
+        Relation work = table_open(work_id, AccessShareLock), messages = work;
         const WorkColumns wc{attnum(work, "message_id"),   attnum(work, "consumer"),         attnum(work, "stream_id"),
                              attnum(work, "stream_seq"),   attnum(work, "partition_number"), attnum(work, "scheduled_for"),
                              attnum(work, "attempts"),     attnum(work, "processed_at")};
@@ -166,21 +163,20 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
         const bool shaped = wc.message_id && wc.consumer && wc.stream_id && wc.stream_seq && wc.partition_number &&
                             wc.scheduled_for && wc.attempts && wc.processed_at && mc.message_type && mc.envelope &&
                             mc.metadata && mc.scope && (mc.handler || mc.destination);
-        if (!shaped || work->rd_rel->relrowsecurity || messages->rd_rel->relrowsecurity) {
+        if (!shaped || work->rd_rel->relrowsecurity) {
             table_close(work, AccessShareLock);
-            table_close(messages, AccessShareLock);
             return false;
         }
-        Relation work_pkey = index_open(work_pkey_id, AccessShareLock), stream = index_open(stream_id, AccessShareLock),
-                 messages_pkey = index_open(messages_pkey_id, AccessShareLock);
-        const int message_keys = IndexRelationGetNumberOfKeyAttributes(messages_pkey);  // inbox 2, outbox 1
+        Relation work_pkey = index_open(work_pkey_id, AccessShareLock), stream = index_open(stream_id, AccessShareLock);
+        // The inbox's key is (message_id, consumer), the outbox's (message_id) (and partition_number
+        // after them under Citus).
+        const int id_keys = source == Source::inbox ? 2 : 1;
         Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
         TupleTableSlot* row = table_slot_create(work, nullptr);
         TupleTableSlot* older = table_slot_create(work, nullptr);
-        TupleTableSlot* message = table_slot_create(messages, nullptr);
-        IndexScanDesc by_id = compat::index_beginscan(work, work_pkey, snapshot, 2, 0);
+        TupleTableSlot* message = row;
+        IndexScanDesc by_id = compat::index_beginscan(work, work_pkey, snapshot, id_keys, 0);
         IndexScanDesc by_stream = compat::index_beginscan(work, stream, snapshot, 3, 0);
-        IndexScanDesc message_by_id = compat::index_beginscan(messages, messages_pkey, snapshot, message_keys, 0);
         const Datum source_text = PointerGetDatum(cstring_to_text(source_name(source)));
         for (std::size_t i = 0; i < picks.size(); ++i) {
             const PickToRead& p = picks[i];
@@ -189,8 +185,8 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
                 PointerGetDatum(cstring_to_text_with_len(p.key->consumer.data(), static_cast<int>(p.key->consumer.size())));
             ScanKeyData keys[3];
             index_key(&keys[0], work_pkey, 1, BTEqualStrategyNumber, id);
-            index_key(&keys[1], work_pkey, 2, BTEqualStrategyNumber, consumer);
-            index_rescan(by_id, keys, 2, nullptr, 0);
+            if (id_keys == 2) index_key(&keys[1], work_pkey, 2, BTEqualStrategyNumber, consumer);
+            index_rescan(by_id, keys, id_keys, nullptr, 0);
             if (!index_getnext_slot(by_id, ForwardScanDirection, row)) continue;  // finished meanwhile
             if (changing_elsewhere(row)) continue;
             slot_getallattrs(row);
@@ -214,11 +210,6 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
                 out[i].state = 2;
                 continue;
             }
-            index_key(&keys[0], messages_pkey, 1, BTEqualStrategyNumber, id);
-            if (message_keys == 2) index_key(&keys[1], messages_pkey, 2, BTEqualStrategyNumber, consumer);
-            index_rescan(message_by_id, keys, message_keys, nullptr, 0);
-            if (!index_getnext_slot(message_by_id, ForwardScanDirection, message)) continue;
-            slot_getallattrs(message);
             Datum values[14];
             bool nulls[14];
             values[0] = source_text;
@@ -246,17 +237,13 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
         }
         index_endscan(by_id);
         index_endscan(by_stream);
-        index_endscan(message_by_id);
         ExecDropSingleTupleTableSlot(row);
         ExecDropSingleTupleTableSlot(older);
-        ExecDropSingleTupleTableSlot(message);
         UnregisterSnapshot(snapshot);
         // Locks are kept to the end of the transaction, as a query keeps them.
         index_close(work_pkey, NoLock);
         index_close(stream, NoLock);
-        index_close(messages_pkey, NoLock);
         table_close(work, NoLock);
-        table_close(messages, NoLock);
         return true;
     });
     if (!read) return std::nullopt;
@@ -266,8 +253,8 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
 bool DueRowScan::open(Source source, TimestampTz now) {
     source_ = source;
     now_ = now;
-    const char* work = source == Source::inbox ? "wh_inbox_work" : "wh_outbox_work";
-    const char* due = source == Source::inbox ? "wh_inbox_work_due" : "wh_outbox_work_due";
+    const char* work = source == Source::inbox ? "wh_inbox" : "wh_outbox";
+    const char* due = source == Source::inbox ? "wh_inbox_due" : "wh_outbox_due";
     return pg_call([&]() -> bool {
         if (!open_index_read(work, due, heap_, index_, snapshot_, slot_, [&](Relation heap) {
                 id_col_ = attnum(heap, "message_id");

@@ -65,7 +65,7 @@ private:
     bool done_ = false;
 };
 
-// The stream index (wh_inbox_work_stream / wh_outbox_work_stream: consumer, stream_id,
+// The stream index (wh_inbox_stream / wh_outbox_stream: consumer, stream_id,
 // stream_seq of unfinished rows) read through the index AM, in one snapshot taken at open():
 // the heads of the streams, stream after stream, each found by one descent of the index (a loose
 // index scan, as the SQL walk was), and the rows after a head, in order. No statement is planned.

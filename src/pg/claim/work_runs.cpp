@@ -27,11 +27,11 @@ namespace {
 WorkPlan void_runs_plan = WorkPlan::replanned(
     "WITH h AS (SELECT * FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3),"
     "                                    pg_catalog.unnest($4)) WITH ORDINALITY AS h(consumer, stream_id, seq, token, ord)),"
-    " run AS (SELECT h.ord FROM h JOIN whizbang.wh_inbox_work f"
+    " run AS (SELECT h.ord FROM h JOIN whizbang.wh_inbox f"
     "           ON f.consumer OPERATOR(pg_catalog.=) h.consumer AND f.stream_id OPERATOR(pg_catalog.=) h.stream_id"
     "          AND f.stream_seq OPERATOR(pg_catalog.>) h.seq AND f.processed_at IS NULL"
     "          AND f.lease_token OPERATOR(pg_catalog.=) h.token),"
-    " locked AS (SELECT h.ord, f.message_id, f.consumer FROM h JOIN whizbang.wh_inbox_work f"
+    " locked AS (SELECT h.ord, f.message_id, f.consumer FROM h JOIN whizbang.wh_inbox f"
     "           ON f.consumer OPERATOR(pg_catalog.=) h.consumer AND f.stream_id OPERATOR(pg_catalog.=) h.stream_id"
     "          AND f.stream_seq OPERATOR(pg_catalog.>) h.seq AND f.processed_at IS NULL"
     "          AND f.lease_token OPERATOR(pg_catalog.=) h.token"
@@ -39,7 +39,7 @@ WorkPlan void_runs_plan = WorkPlan::replanned(
     " short AS (SELECT r.ord FROM run r GROUP BY r.ord"
     "           HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>)"
     "                  (SELECT pg_catalog.count(*) FROM locked l WHERE l.ord OPERATOR(pg_catalog.=) r.ord)),"
-    " voided AS (UPDATE whizbang.wh_inbox_work w"
+    " voided AS (UPDATE whizbang.wh_inbox w"
     "               SET lease_instance = NULL, lease_token = NULL, lease_expiry = NULL,"
     "                   attempts = CASE WHEN $5 THEN pg_catalog.int4larger(w.attempts OPERATOR(pg_catalog.-) 1, 0)"
     "                                   ELSE w.attempts END"
@@ -50,13 +50,13 @@ WorkPlan void_runs_plan = WorkPlan::replanned(
     {TEXTARRAYOID, UUIDARRAYOID, INT8ARRAYOID, INT8ARRAYOID, BOOLOID});
 
 WorkPlan stream_rest_plan(
-    "SELECT w.message_id FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id FROM whizbang.wh_inbox w"
     " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.stream_id OPERATOR(pg_catalog.=) $2"
     "   AND w.stream_seq OPERATOR(pg_catalog.>) $3 AND w.processed_at IS NULL",
     {TEXTOID, UUIDOID, INT8OID});
 
 WorkPlan write_attempts_plan(
-    "UPDATE whizbang.wh_inbox_work w SET attempts = pg_catalog.int4larger(w.attempts, u.attempts)"
+    "UPDATE whizbang.wh_inbox w SET attempts = pg_catalog.int4larger(w.attempts, u.attempts)"
     "  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(id, consumer, attempts)"
     " WHERE w.message_id OPERATOR(pg_catalog.=) u.id AND w.consumer OPERATOR(pg_catalog.=) u.consumer",
     {UUIDARRAYOID, TEXTARRAYOID, INT4ARRAYOID});

@@ -16,11 +16,11 @@ namespace whizbang::pg {
 namespace {
 
 CachedPlan inbox_rows_plan(
-    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.processed_at IS NULL",
     {UUIDARRAYOID});
 CachedPlan outbox_rows_plan(
-    "SELECT w.message_id, ''::pg_catalog.text FROM whizbang.wh_outbox_work w"
+    "SELECT w.message_id, ''::pg_catalog.text FROM whizbang.wh_outbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($1) AND w.processed_at IS NULL",
     {UUIDARRAYOID});
 
@@ -28,12 +28,12 @@ CachedPlan outbox_rows_plan(
 CachedPlan table_leases_plan(
     "SELECT 'inbox'::pg_catalog.text AS source, w.consumer::pg_catalog.text AS consumer, w.message_id, w.stream_id,"
     "       w.lease_instance AS instance_id, w.lease_token, w.lease_expiry, w.attempts"
-    "  FROM whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox w"
     " WHERE w.lease_token IS NOT NULL AND w.processed_at IS NULL"
     " UNION ALL "
     "SELECT 'outbox'::pg_catalog.text, NULL::pg_catalog.text, o.message_id, o.stream_id, o.lease_instance,"
     "       o.lease_token, o.lease_expiry, o.attempts"
-    "  FROM whizbang.wh_outbox_work o"
+    "  FROM whizbang.wh_outbox o"
     " WHERE o.lease_token IS NOT NULL AND o.processed_at IS NULL",
     {});
 

@@ -13,6 +13,7 @@
 #include "pg/boundary/statement_settings.h"
 #include "pg/boundary/subtransaction.h"
 #include "pg/citus/shard_scope.h"
+#include "pg/store/dedup_filters.h"
 #include "pg/store/generations.h"
 
 
@@ -82,7 +83,7 @@ Waiting find_waiting(const std::vector<GenerationBound>& expired, const std::str
     uint64 rows = 0;
     with_settings({{"max_parallel_workers_per_gather", "0"}, {"work_mem", "64MB"}}, [&] { rows = run_sql(
         "SELECT DISTINCT x.consumer, x.message_id FROM whizbang.wh_message_deduplication x"
-        "  JOIN (SELECT i.message_id, i.consumer FROM whizbang.wh_inbox i"
+        "  JOIN (SELECT i.message_id, i.consumer FROM whizbang.wh_inbox/*message*/ i"
         "        UNION ALL SELECT l.message_id, l.consumer FROM whizbang.wh_dead_letters l"
         "         WHERE l.source OPERATOR(pg_catalog.=) 'inbox' AND l.consumer IS NOT NULL) w"
         "    ON x.message_id OPERATOR(pg_catalog.=) w.message_id AND x.consumer OPERATOR(pg_catalog.=) w.consumer"
@@ -104,8 +105,11 @@ Waiting find_waiting(const std::vector<GenerationBound>& expired, const std::str
 // generation that starts at `forward` (first_seen_at becomes its start). They are few, so this
 // is a moment; and with no store running, no probe sees a record between two generations.
 void move_forward(const Waiting& waiting, const std::string& cutoff_literal, TimestampTz forward,
-                  GenerationRetirement& out) {
+                  Oid forward_relid, int lock_timeout_ms, GenerationRetirement& out) {
     if (waiting.ids.empty()) return;
+    // The records enter that generation: sealed, it is unsealed first (its trigger would refuse
+    // them, its filter would miss them); the next run seals it again. No store runs meanwhile.
+    unseal_generation(forward_relid, lock_timeout_ms);
     const std::string forward_literal = timestamptz_literal(forward);
     const std::string sql =
         "WITH m AS (DELETE FROM whizbang.wh_message_deduplication x"
@@ -159,6 +163,10 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
         return expired;
     };
     std::vector<GenerationBound> bounds = list_generations();
+    // Seal first, beside the stores (SHARE ROW EXCLUSIVE on each generation sealed: only a
+    // backfill into it waits), never under the drop's ACCESS EXCLUSIVE: reading a generation's
+    // keys takes a while. Every seal reads with a snapshot of its own, whatever the isolation.
+    out.sealed += seal_generations(now, horizon, lock_timeout_ms);
     std::vector<GenerationBound> expired = left_window(bounds);
     // find_waiting must see every message stored before its locks were granted: a store that
     // committed after this transaction's snapshot, whose record is in an expired generation
@@ -198,9 +206,13 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
         expired = left_window(bounds);
     }
     TimestampTz cutoff = INT64_MIN, forward = INT64_MAX;
+    Oid forward_relid = InvalidOid;
     for (const auto& b : bounds) {
         if (b.end <= horizon) cutoff = std::max<TimestampTz>(cutoff, b.end);
-        if (b.end > horizon) forward = std::min<TimestampTz>(forward, b.start);
+        if (b.end > horizon && b.start < forward) {
+            forward = b.start;
+            forward_relid = b.relid;
+        }
     }
     const std::string cutoff_literal = timestamptz_literal(cutoff);
     Waiting waiting;
@@ -215,9 +227,12 @@ void retire_generations(TimestampTz now, int lock_timeout_ms, GenerationRetireme
     int created = 0;
     if (!unless_lock_busy(lock_timeout_ms, [&] {
             lock_dedup_table("ACCESS EXCLUSIVE", lock_timeout_ms);
-            move_forward(waiting, cutoff_literal, forward, found);
+            move_forward(waiting, cutoff_literal, forward, forward_relid, lock_timeout_ms, found);
             created = create_generations(now, now + period + 1, lock_timeout_ms);
-            for (const GenerationBound& g : expired) run_sql("DROP TABLE " + quoted_generation(g.relid));
+            for (const GenerationBound& g : expired) {
+                forget_filter(g.relid);
+                run_sql("DROP TABLE " + quoted_generation(g.relid));
+            }
         })) {
         out.busy += 1;
         return;

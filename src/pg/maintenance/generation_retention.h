@@ -15,6 +15,7 @@ struct GenerationRetirement {
     int64_t records = 0;  // records dropped with them
     int64_t moved = 0;    // records moved forward first (their message still waits)
     int64_t busy = 0;     // generations left for the next run: their lock was not granted in time
+    int64_t sealed = 0;   // generations sealed with a membership filter (dedup_filters.h)
     // Expired generations left alone: the transaction reads with one snapshot (REPEATABLE READ,
     // SERIALIZABLE), older than the locks that decide which records still wait.
     bool needs_fresh_snapshot = false;

@@ -64,7 +64,7 @@ CachedPlan purge_dedup_plan(int table) {
         "   SELECT x.ctid FROM " + t + " x"
         "    WHERE x.ctid OPERATOR(pg_catalog.>=) $2 AND x.ctid OPERATOR(pg_catalog.<) $3"
         "      AND x.first_seen_at OPERATOR(pg_catalog.<) $1"
-        "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox i"
+        "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox/*message*/ i"
         "                       WHERE i.message_id OPERATOR(pg_catalog.=) x.message_id"
         "                         AND i.consumer OPERATOR(pg_catalog.=) x.consumer)"
         "      AND NOT EXISTS (SELECT 1 FROM whizbang.wh_dead_letters l"
@@ -116,29 +116,23 @@ CachedPlan purge_dead_letters_plan(
 
 // purge_processed ------------------------------------------------------------------------------
 
-// debug_mode leftovers: work completed (processed_at set) before the horizon, with its message
-// (found through the partial index on processed_at, which holds those rows only).
-CachedPlan purge_processed_plans[2] = {
-    CachedPlan("WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
-               "            WHERE (w.message_id, w.consumer) OPERATOR(pg_catalog.=) ANY ("
-               "                   SELECT x.message_id, x.consumer FROM whizbang.wh_inbox_work x"
-               "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
-               "                    ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-               "           RETURNING w.message_id, w.consumer),"
-               "     m AS (DELETE FROM whizbang.wh_inbox i USING w"
-               "            WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
-               "              AND i.consumer OPERATOR(pg_catalog.=) w.consumer)"
-               "SELECT 1 FROM w",
-               {TIMESTAMPTZOID, INT4OID}),
-    CachedPlan("WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
-               "            WHERE (w.message_id, w.consumer) OPERATOR(pg_catalog.=) ANY ("
-               "                   SELECT x.message_id, x.consumer FROM whizbang.wh_outbox_work x"
-               "                    WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
-               "                    ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
-               "           RETURNING w.message_id),"
-               "     m AS (DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id)"
-               "SELECT 1 FROM w",
-               {TIMESTAMPTZOID, INT4OID})};
+// debug_mode leftovers: work completed (processed_at set) before the horizon (found through the partial index on processed_at, which holds those rows only).
+const char* const kProcessed =
+    "DELETE FROM whizbang.wh_inbox w"
+    " WHERE (w.message_id, w.consumer) OPERATOR(pg_catalog.=) ANY ("
+    "        SELECT x.message_id, x.consumer FROM whizbang.wh_inbox x"
+    "         WHERE x.processed_at OPERATOR(pg_catalog.<) $1 AND x.processed_at IS NOT NULL"
+    "         ORDER BY x.processed_at LIMIT $2 FOR UPDATE SKIP LOCKED)"
+    " RETURNING w.message_id, w.consumer";
+// In the split layout (before 0.14.0) the messages of the purged work rows go too.
+WorkPlan purge_processed_plans = WorkPlan(kProcessed, {TIMESTAMPTZOID, INT4OID})
+    .split_as(split_twin(std::string("WITH w AS (") + kProcessed + ")"
+                         " DELETE FROM whizbang.wh_inbox/*message*/ i USING w"
+                         "  WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id"
+                         "    AND i.consumer OPERATOR(pg_catalog.=) w.consumer RETURNING 1"),
+              split_twin(outbox_twin(std::string("WITH w AS (") + kProcessed + ")"
+                         " DELETE FROM whizbang.wh_inbox/*message*/ i USING w"
+                         "  WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id RETURNING 1")));
 
 // Pre-lease entries whose row was completed, or re-claimed by another instance after the lease
 // lapsed (an instance that stores pre-leased work but never claims again leaves them). The
@@ -151,7 +145,7 @@ std::vector<Oid> stale_preleased_types() {
 WorkPlan stale_preleased_plan(
     "DELETE FROM whizbang.wh_inbox_preleased p"
     " WHERE p.ctid OPERATOR(pg_catalog.=) ANY (SELECT q.ctid FROM whizbang.wh_inbox_preleased q"
-    "                   WHERE NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
+    "                   WHERE NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox w"
     "                                      WHERE w.message_id OPERATOR(pg_catalog.=) q.message_id"
     "                                        AND w.consumer OPERATOR(pg_catalog.=) q.consumer"
     "                                        AND w.lease_instance OPERATOR(pg_catalog.=) q.instance_id"
@@ -181,7 +175,7 @@ std::vector<Datum> stale_preleased_params(Source source, TimestampTz now, int ba
 // the check use the stream index (it covers unfinished rows only).
 WorkPlan lock_idle_streams_plan(
     "SELECT s.consumer::pg_catalog.text, s.stream_id FROM whizbang.wh_inbox_streams s"
-    " WHERE NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
+    " WHERE NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox w"
     "                    WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer"
     "                      AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id AND w.processed_at IS NULL)"
     " LIMIT $1 FOR UPDATE SKIP LOCKED",
@@ -190,7 +184,7 @@ WorkPlan delete_idle_streams_plan(
     "DELETE FROM whizbang.wh_inbox_streams s"
     " USING ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(consumer, stream_id)"
     " WHERE s.consumer OPERATOR(pg_catalog.=) u.consumer AND s.stream_id OPERATOR(pg_catalog.=) u.stream_id"
-    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox_work w"
+    "   AND NOT EXISTS (SELECT 1 FROM whizbang.wh_inbox w"
     "                    WHERE w.consumer OPERATOR(pg_catalog.=) s.consumer"
     "                      AND w.stream_id OPERATOR(pg_catalog.=) s.stream_id AND w.processed_at IS NULL)",
     {TEXTARRAYOID, UUIDARRAYOID});
@@ -334,7 +328,7 @@ void processed_batch(TaskRun& run, TimestampTz now, int batch) {
     const Source source = run.phase % 2 == 0 ? Source::inbox : Source::outbox;
     int64_t n = 0;
     if (run.phase < 2) {
-        n = static_cast<int64_t>(purge_processed_plans[static_cast<int>(source)].execute(
+        n = static_cast<int64_t>(purge_processed_plans[source].execute(
             {TimestampTzGetDatum(days_before(now, "dedup_retention_days")), Int32GetDatum(batch)}));
         run.rows += n;
     } else if (run.phase < 4) {

@@ -74,7 +74,7 @@ bool maintenance_installed() {
             if (rc == SPI_OK_SELECT && SPI_processed > 0) {
                 rc = SPI_execute(
                     "SELECT 1 FROM pg_catalog.pg_dist_partition"
-                    " WHERE logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('whizbang.wh_inbox_work')",
+                    " WHERE logicalrelid OPERATOR(pg_catalog.=) pg_catalog.to_regclass('whizbang.wh_inbox')",
                     true, 1);
                 if (rc == SPI_OK_SELECT && SPI_processed > 0) installed = false;
             }

@@ -43,10 +43,10 @@ const std::string inbox_rows =
     "  FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
     "               ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.consumer, w.stream_id"
     "                                                         ORDER BY w.stream_seq) END AS ready," + kLease +
-    "          FROM whizbang.wh_inbox_work w" + lease_join("inbox") +
+    "          FROM whizbang.wh_inbox w" + lease_join("inbox") +
     "         WHERE w.processed_at IS NULL"
     "           AND ($2::pg_catalog.text IS NULL OR w.consumer OPERATOR(pg_catalog.=) $2)) w"
-    "  JOIN whizbang.wh_inbox m"
+    "  JOIN whizbang.wh_inbox/*message*/ m"
     "    ON m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer";
 const std::string outbox_rows =
     "SELECT 'outbox'::pg_catalog.text AS source, w.message_id, w.stream_id, w.partition_number,"
@@ -56,8 +56,8 @@ const std::string outbox_rows =
     "  FROM (SELECT w.*, CASE WHEN w.stream_id IS NULL THEN w.scheduled_for"
     "               ELSE pg_catalog.max(w.scheduled_for) OVER (PARTITION BY w.stream_id ORDER BY w.stream_seq)"
     "               END AS ready," + kLease +
-    "          FROM whizbang.wh_outbox_work w" + lease_join("outbox") + " WHERE w.processed_at IS NULL) w"
-    "  JOIN whizbang.wh_outbox m ON m.message_id OPERATOR(pg_catalog.=) w.message_id";
+    "          FROM whizbang.wh_outbox w" + lease_join("outbox") + " WHERE w.processed_at IS NULL) w"
+    "  JOIN whizbang.wh_outbox/*message*/ m ON m.message_id OPERATOR(pg_catalog.=) w.message_id";
 
 // The pending rows of `rows` in claim order. $1 now, $2 consumer, $3 limit. One statement per
 // source selection, so a role granted one source's tables can peek at that source.

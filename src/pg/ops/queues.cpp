@@ -51,11 +51,11 @@ std::string queue_counts_sql() {
            "  COALESCE(pg_catalog.floor(pg_catalog.date_part('epoch', $1 OPERATOR(pg_catalog.-) pg_catalog.min(c.oldest))),"
            "           0)::pg_catalog.int8 AS oldest_pending_seconds"
            " FROM (" +
-           work_counts("inbox", "whizbang.wh_inbox_work", "whizbang.wh_inbox", "received_at",
+           work_counts("inbox", "whizbang.wh_inbox", "whizbang.wh_inbox/*message*/", "received_at",
                        "m.message_id OPERATOR(pg_catalog.=) w.message_id AND m.consumer OPERATOR(pg_catalog.=) w.consumer",
                        "w.consumer::pg_catalog.text") +
            " UNION ALL " +
-           work_counts("outbox", "whizbang.wh_outbox_work", "whizbang.wh_outbox", "created_at",
+           work_counts("outbox", "whizbang.wh_outbox", "whizbang.wh_outbox/*message*/", "created_at",
                        "m.message_id OPERATOR(pg_catalog.=) w.message_id",
                        "NULL::pg_catalog.text COLLATE pg_catalog.\"C\"") +
            " UNION ALL "

@@ -28,7 +28,7 @@ CachedPlan dead_letters_plan(
 // left where they are. (An outbox message stored again is found by the store's ON CONFLICT.)
 // Asked only when there are inbox dead letters, so retrying outbox ones needs no inbox grant.
 CachedPlan inbox_present_plan(
-    "SELECT i.message_id, i.consumer::pg_catalog.text FROM whizbang.wh_inbox i"
+    "SELECT i.message_id, i.consumer::pg_catalog.text FROM whizbang.wh_inbox/*message*/ i"
     "  JOIN ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, consumer)"
     "    ON i.message_id OPERATOR(pg_catalog.=) u.id AND i.consumer OPERATOR(pg_catalog.=) u.consumer",
     {UUIDARRAYOID, TEXTARRAYOID});

@@ -29,34 +29,34 @@ namespace {
 
 WorkPlan lock_named_plan(
     "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq, w.lease_expiry"
-    "  FROM whizbang.wh_inbox_work w"
+    "  FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL"
     " ORDER BY w.message_id FOR UPDATE OF w",
     {TEXTOID, UUIDARRAYOID});
 
-// Completed work leaves with its message.
-CachedPlan delete_done_plans[2] = {
-    CachedPlan("WITH w AS (DELETE FROM whizbang.wh_inbox_work w"
-               "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
-               "              AND w.processed_at IS NULL"
-               "           RETURNING w.message_id)"
-               "DELETE FROM whizbang.wh_inbox i USING w"
-               " WHERE i.consumer OPERATOR(pg_catalog.=) $1 AND i.message_id OPERATOR(pg_catalog.=) w.message_id",
-               {TEXTOID, UUIDARRAYOID}),
-    CachedPlan("WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
-               "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
-               "              AND w.processed_at IS NULL"
-               "           RETURNING w.message_id)"
-               "DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id",
-               {TEXTOID, UUIDARRAYOID})};
+// Completed work leaves: one row, message and work state alike (in the split layout the work
+// row, then its message).
+const char* const kDeleteSplitDone =
+    "WITH w AS (DELETE FROM whizbang.wh_inbox w"
+    "            WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+    "              AND w.processed_at IS NULL"
+    "           RETURNING w.message_id)"
+    "DELETE FROM whizbang.wh_inbox/*message*/ i USING w"
+    " WHERE i.message_id OPERATOR(pg_catalog.=) w.message_id";
+WorkPlan delete_done_plan = WorkPlan(
+    "DELETE FROM whizbang.wh_inbox w"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+    "   AND w.processed_at IS NULL",
+    {TEXTOID, UUIDARRAYOID}).split_as(split_twin(std::string(kDeleteSplitDone) + " AND i.consumer OPERATOR(pg_catalog.=) $1"),
+                                      split_twin(outbox_twin(kDeleteSplitDone)));
 
 // Debug mode keeps completed rows, with the delivery count of the completed delivery ($4, one
 // per id): the table store's claim wrote it into the row already, the shared-memory store's
 // claim wrote nothing (it is in the lease), so both stores leave the same row. (GREATEST is
 // syntax, not a function: no search_path is involved.)
 WorkPlan mark_done_plan(
-    "UPDATE whizbang.wh_inbox_work w SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
+    "UPDATE whizbang.wh_inbox w SET processed_at = $3, lease_instance = NULL, lease_token = NULL,"
     "  lease_expiry = NULL, attempts = GREATEST(w.attempts, u.attempts)"
     "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($4)) AS u(id, attempts)"
     " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id"
@@ -64,7 +64,7 @@ WorkPlan mark_done_plan(
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID, INT4ARRAYOID});
 
 WorkPlan retry_plan(
-    "UPDATE whizbang.wh_inbox_work w"
+    "UPDATE whizbang.wh_inbox w"
     "   SET scheduled_for = u.due, last_error = COALESCE(u.error, w.last_error), lease_instance = NULL,"
     "       lease_token = NULL,"
     "       lease_expiry = NULL"
@@ -73,12 +73,12 @@ WorkPlan retry_plan(
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZARRAYOID, TEXTARRAYOID});
 
 WorkPlan renew_plan(
-    "UPDATE whizbang.wh_inbox_work SET lease_expiry = $3"
+    "UPDATE whizbang.wh_inbox SET lease_expiry = $3"
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
     {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
 
 WorkPlan release_plan(
-    "UPDATE whizbang.wh_inbox_work"
+    "UPDATE whizbang.wh_inbox"
     "   SET lease_instance = NULL, lease_token = NULL, lease_expiry = NULL,"
     "       attempts = pg_catalog.int4larger(attempts OPERATOR(pg_catalog.-) 1, 0)"
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
@@ -155,7 +155,7 @@ void lock_named(Named& n) {
 // The named rows whose existence decides between not_found and lease_lost when they hold no
 // lease of the caller's.
 WorkPlan unfinished_plan(
-    "SELECT w.message_id FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL",
     {TEXTOID, UUIDARRAYOID});
@@ -279,7 +279,7 @@ std::vector<Outcome> decide_all(Named& n, bool consumes, F decide) {
 
 // Inbox messages with unfinished work under another consumer, of the ids named.
 CachedPlan other_consumers_plan(
-    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox_work w"
+    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.<>) $1"
     "   AND w.processed_at IS NULL"
     " ORDER BY w.message_id, w.consumer",
@@ -364,7 +364,7 @@ WB_ROUTED_FUNCTION(wb_complete_work, by_claimed_id) {
             mark_done_plan[n.source].execute(
                 {n.consumer_datum, uuid_array(done), TimestampTzGetDatum(n.now), int4_array(done_attempts)});
         else
-            delete_done_plans[static_cast<int>(n.source)].execute({n.consumer_datum, uuid_array(done)});
+            delete_done_plan[n.source].execute({n.consumer_datum, uuid_array(done)});
     }
     explain_not_found("complete_work", n, outcomes);
     spi.finish();
@@ -527,7 +527,7 @@ WB_ROUTED_FUNCTION(wb_cancel_work, by_claimed_id) {
     });
     // Deleted also in debug_mode: a cancelled message was not completed.
     if (!cancelled.empty())
-        delete_done_plans[static_cast<int>(n.source)].execute({n.consumer_datum, uuid_array(cancelled)});
+        delete_done_plan[n.source].execute({n.consumer_datum, uuid_array(cancelled)});
     explain_not_found("cancel_work", n, outcomes);
     spi.finish();
     emit(fcinfo, n, outcomes);
@@ -544,21 +544,26 @@ namespace {
 // and deadlocks with complete_work's id-ordered lock pass
 // (test/isolation/specs/outbox_complete_published_no_deadlock.spec).
 const std::string outbox_ids_locked =
-    "ARRAY(SELECT l.message_id FROM whizbang.wh_outbox_work l"
+    "ARRAY(SELECT l.message_id FROM whizbang.wh_outbox l"
     "       WHERE l.consumer OPERATOR(pg_catalog.=) '' AND l.message_id OPERATOR(pg_catalog.=) ANY ($1)"
     "         AND l.processed_at IS NULL"
     "       ORDER BY l.message_id FOR UPDATE OF l)";
 
-CachedPlan delete_published_plan(
-    "WITH w AS (DELETE FROM whizbang.wh_outbox_work w"
+CachedPlan delete_published_plan = CachedPlan(
+    "DELETE FROM whizbang.wh_outbox w"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) '' AND w.processed_at IS NULL"
+    "   AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")"
+    " RETURNING w.message_id",
+    {UUIDARRAYOID}).split_as(split_twin(
+    "WITH w AS (DELETE FROM whizbang.wh_outbox w"
     "            WHERE w.consumer OPERATOR(pg_catalog.=) '' AND w.processed_at IS NULL"
     "              AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")"
     "           RETURNING w.message_id)"
-    "DELETE FROM whizbang.wh_outbox o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id",
-    {UUIDARRAYOID});
+    "DELETE FROM whizbang.wh_outbox/*message*/ o USING w WHERE o.message_id OPERATOR(pg_catalog.=) w.message_id"
+    " RETURNING o.message_id"));
 
 CachedPlan mark_published_plan(
-    "UPDATE whizbang.wh_outbox_work w SET processed_at = $2, lease_instance = NULL, lease_token = NULL,"
+    "UPDATE whizbang.wh_outbox w SET processed_at = $2, lease_instance = NULL, lease_token = NULL,"
     "  lease_expiry = NULL"
     " WHERE w.consumer OPERATOR(pg_catalog.=) '' AND w.processed_at IS NULL"
     "   AND w.message_id OPERATOR(pg_catalog.=) ANY (" + outbox_ids_locked + ")"

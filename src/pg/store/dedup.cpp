@@ -319,6 +319,11 @@ std::vector<core::DedupOutcome> record_deliveries(const char* function_name, con
                        "could not record message ids: the dedup generation of p_now was dropped meanwhile",
                        "p_now lies outside the retention window and maintenance dropped its generation.",
                        "Retry the transaction, or store with a p_now inside the retention window.");
+    if (native == NativeInsert::target_sealed)
+        throw SqlError(ERRCODE_T_R_SERIALIZATION_FAILURE,
+                       "could not record message ids: the dedup generation of p_now was sealed meanwhile",
+                       "Maintenance sealed the generation between the store's look at it and its insertion.",
+                       "Retry the transaction: the store then unseals the generation before it writes.");
     if (native == NativeInsert::done) {
         for (std::size_t k = 0; k < keys.size(); ++k) {
             if (on_record[k]) continue;

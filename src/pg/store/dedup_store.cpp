@@ -7,15 +7,27 @@
 // speculative tuple and either wait for the other inserter or report the key as on record.
 // Keys are handled in sorted order, so concurrent batches wait for each other at most.
 //
+// A batch whose first key is absent tries the plain insertion first (insert_plainly, issue 31):
+// ordinary tuples in a subtransaction, no speculative insertion and so no XLOG_HEAP_CONFIRM
+// (48 bytes per new id); at the first sign of another record of a key the subtransaction is
+// rolled back and the batch goes the speculative way below, which waits where needed.
+//
 // A table in generations (0.12.0, generations.h) adds the guard of core/generation_guard.h:
 // the record goes to the generation of its first_seen_at, and the other generations are
-// probed around the insertion, so that one key is never new in two generations.
+// probed around the insertion, so that one key is never new in two generations. A sealed
+// generation (0.14.0, dedup_filters.h) is probed only when its membership filter says the key
+// may be in it: a new id then costs one look-up, in the generations still open.
 #include <cstring>
 
 #include "pg/store/dedup_store.h"
 
+#include "storage/proc.h"
+#include "utils/resowner.h"
+
 #include "core/generation_guard.h"
+#include "core/membership_filter.h"
 #include "pg/citus/shard_scope.h"
+#include "pg/store/dedup_filters.h"
 #include "pg/store/generations.h"
 
 
@@ -142,6 +154,8 @@ struct GenerationProbe {
     RegProcedure eq[2];
     Oid collation[2];
     AttrNumber first_seen_at;
+    bool sealed;                 // carries the seal (dedup_filters.h): no record enters it
+    const LoadedFilter* filter;  // its membership filter; nullptr: probe the index
 };
 
 namespace guard = core::generations;
@@ -165,8 +179,15 @@ bool open_probe(GenerationProbe* g, Oid relid, LOCKMODE mode) {
     }
     list_free(indexes);
     if (g->pk == nullptr || IndexRelationGetNumberOfKeyAttributes(g->pk) != 2) ok = false;
-    if (g->heap->trigdesc != nullptr) ok = false;
+    // The seal's trigger is whizbang's own: sealed generations are read natively, written never
+    // (a store whose p_now falls into one unseals it first, generations.cpp). Any other trigger
+    // needs the executor.
+    Oid seal = InvalidOid;
+    const GenerationTriggers triggers = generation_triggers(g->heap, &seal);
+    if (triggers == GenerationTriggers::other) ok = false;
     if (!ok) return false;
+    g->sealed = triggers == GenerationTriggers::sealed;
+    g->filter = g->sealed ? sealed_filter(relid, seal) : nullptr;
     TupleDesc desc = RelationGetDescr(g->heap);
     for (int i = 0; i < 2; ++i) {
         AttrNumber att = g->pk->rd_index->indkey.values[i];
@@ -216,14 +237,26 @@ guard::Sighting probe(GenerationProbe* g, Datum message_id, Datum consumer) {
     return seen;
 }
 
+// The text of a consumer Datum (a text value made from a std::string, never toasted).
+std::string_view consumer_text(Datum consumer) {
+    text* t = reinterpret_cast<text*>(DatumGetPointer(consumer));
+    return std::string_view(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
 // The first record of the key in the generations, `hint` first, then newest first, skipping
 // `skip`; *at: where. Any order is safe: every sighting is acted on by the guard's rules, and a
 // wait is followed by a new look (core/generation_guard.h). The hint is where the batch's last
-// id on record was found: redeliveries tend to come from one period.
-guard::Sighting look(GenerationProbe* gens, int n, int skip, int hint, Datum message_id, Datum consumer, int* at) {
+// id on record was found: redeliveries tend to come from one period. A sealed generation whose
+// filter says the key is absent is not probed: it holds no record in progress (no writer enters
+// it) and none of the key committed (the filter has every key it holds), so the probe would see
+// nothing.
+guard::Sighting look(GenerationProbe* gens, int n, int skip, int hint, Datum message_id, Datum consumer,
+                     const core::filter::KeyHash& hash, int* at) {
     for (int step = -1; step < n; ++step) {
         const int i = step < 0 ? hint : n - 1 - step;
         if (i < 0 || i == skip || (step >= 0 && i == hint)) continue;
+        const LoadedFilter* f = gens[i].filter;
+        if (f != nullptr && !core::filter::may_contain(f->words, f->bits, hash)) continue;
         guard::Sighting seen = probe(&gens[i], message_id, consumer);
         if (seen.found != guard::Found::none) {
             *at = i;
@@ -267,6 +300,102 @@ bool target_usable(GenerationProbe* gens, int target) {
                               "another unique index, a CHECK constraint)."),
                     errhint("Retry the transaction.")));
     pg_unreachable();
+}
+
+// The plain insertion (issue 31): the batch's new records as ordinary tuples, in a
+// subtransaction of their own, with no speculative insertion, which costs a 48-byte
+// XLOG_HEAP_CONFIRM per new id. Ordinary tuples cannot be withdrawn one by one (a DELETE
+// would leave the record in progress to others until our transaction ends, and logical
+// decoding would replay an insert of a key already on record), so the subtransaction is the
+// withdrawal: at the first sign of another record of a key (the unique index's partial check
+// in the target, or a look at the other generations: core/generation_guard.h) it is rolled
+// back, which removes every record of it at once and ends the waits of anyone who found one
+// (they wait on its xid), and the caller records the batch again the speculative way, which
+// waits where needed. The first key was looked up before (a redelivered batch never comes
+// here), and nothing here waits. Returns whether the batch was recorded this way: on_record
+// then holds 0 for the new keys.
+bool plain_insertion_allowed() {
+    // A subtransaction's xid stays in the transaction's cache in PGPROC until it ends; past 64
+    // the cache overflows and every snapshot of every backend must then consult pg_subtrans.
+    // So a transaction's 64th batch and later (63 subtransactions with an xid before) take the
+    // speculative way.
+    return !IsInParallelMode() && !MyProc->subxidStatus.overflowed &&
+           MyProc->subxidStatus.count < PGPROC_MAX_CACHED_SUBXIDS - 1;
+}
+
+bool insert_plainly(GenerationProbe* gens, int n, int target, Relation heap, ResultRelInfo* rri, EState* estate,
+                    TupleTableSlot* slot, const Columns& col, Datum consumer, TimestampTz now,
+                    const std::vector<core::DedupKey>& keys, const std::vector<int>* partitions,
+                    std::vector<char>& on_record, MemoryContext row_context, CommandId cid) {
+    MemoryContext call_context = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    TupleDesc desc = RelationGetDescr(heap);
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(call_context);
+    // The probes' scans and slots were opened before: their buffer pins belong to the
+    // caller's resource owner, never to the subtransaction's (whose end would release them).
+    // The subtransaction's xid lock is taken on its own owner all the same (AssignTransactionId).
+    CurrentResourceOwner = owner;
+    volatile bool kept = true;
+    PG_TRY();
+    {
+        for (std::size_t k = 0; k < keys.size() && kept; ++k) {
+            const core::DedupKey& key = keys[k];
+            if (key.recording_element < 0) continue;
+            if ((k & 1023) == 0) CHECK_FOR_INTERRUPTS();
+            MemoryContextReset(row_context);
+            MemoryContextSwitchTo(row_context);
+            fill_slot(slot, desc, col, consumer, key, now, partitions != nullptr ? (*partitions)[k] : -1);
+            table_tuple_insert(heap, slot, cid, 0, nullptr);
+            bool conflict = false;
+            List* rechecks = compat::insert_index_tuples(rri, slot, estate, false, true, &conflict, NIL);
+            list_free(rechecks);
+            ResetPerTupleExprContext(estate);
+            MemoryContextSwitchTo(call_context);
+            if (!conflict && n > 1) {
+                int at = -1;
+                const core::filter::KeyHash hash = core::filter::key_hash(key.id.data(), consumer_text(consumer));
+                conflict = look(gens, n, target, -1, PointerGetDatum(key.id.data()), consumer, hash, &at).found !=
+                           guard::Found::none;
+            }
+            if (conflict)
+                kept = false;
+            else
+                on_record[k] = 0;
+        }
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(call_context);
+        ErrorData* error = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(call_context);
+        CurrentResourceOwner = owner;
+        ReThrowError(error);
+    }
+    PG_END_TRY();
+    if (kept)
+        ReleaseCurrentSubTransaction();
+    else
+        RollbackAndReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(call_context);
+    CurrentResourceOwner = owner;
+    if (!kept)
+        for (std::size_t k = 0; k < keys.size(); ++k) on_record[k] = 1;
+    return kept;
+}
+
+// Whether the batch's first key that may be recorded is absent from every generation (not on
+// record, not in progress): only such a batch tries the plain insertion.
+bool first_key_absent(GenerationProbe* gens, int n, const std::vector<core::DedupKey>& keys, Datum consumer) {
+    for (const core::DedupKey& key : keys) {
+        if (key.recording_element < 0) continue;
+        int at = -1;
+        const core::filter::KeyHash hash = core::filter::key_hash(key.id.data(), consumer_text(consumer));
+        return look(gens, n, -1, -1, PointerGetDatum(key.id.data()), consumer, hash, &at).found == guard::Found::none;
+    }
+    return false;  // nothing to record
 }
 
 // The generations' insertion (see the file's head and core/generation_guard.h). Runs inside
@@ -313,8 +442,15 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
         if (same_generations(bounds, n, after, m)) break;
         for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
     }
+    // Sealed after the store's unsealing look (generations.cpp) and before it opened the
+    // generation: nothing may enter it, and this call holds ROW EXCLUSIVE on the parent.
+    if (gens[target].sealed) {
+        for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
+        return NativeInsert::target_sealed;
+    }
     LockRelationOid(bounds[target].relid, RowExclusiveLock);
     Relation heap = gens[target].heap;
+    // A seal committed before ROW EXCLUSIVE was granted (it waited for this lock's holders).
     if (heap->trigdesc != nullptr || !target_usable(gens, target)) generation_changed();
     TupleDesc desc = RelationGetDescr(heap);
     Columns col = find_columns(desc);
@@ -330,6 +466,19 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
     MemoryContext call_context = CurrentMemoryContext;
     Datum consumer_datum = PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
     CommandId cid = GetCurrentCommandId(true);
+    auto finish = [&] {
+        MemoryContextDelete(row_context);
+        ExecDropSingleTupleTableSlot(slot);
+        ExecCloseIndices(rri);
+        FreeExecutorState(estate);
+        for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
+    };
+    if (plain_insertion_allowed() && first_key_absent(gens, n, keys, consumer_datum) &&
+        insert_plainly(gens, n, target, heap, rri, estate, slot, col, consumer_datum, now, keys, nullptr, on_record,
+                       row_context, cid)) {
+        finish();
+        return NativeInsert::done;
+    }
     TransactionId xid = GetCurrentTransactionId();
     uint32 token = SpeculativeInsertionLockAcquire(xid);
 
@@ -344,6 +493,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
         ++seen_on_record;  // until proven new
         if ((k & 1023) == 0) CHECK_FOR_INTERRUPTS();
         Datum message_id = PointerGetDatum(key.id.data());
+        const core::filter::KeyHash hash = core::filter::key_hash(key.id.data(), consumer);
 
         for (int attempt = 0;; ++attempt) {
             if (attempt == kMaxConflictRetries)
@@ -351,7 +501,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
                                 errmsg("could not record message id: it kept conflicting with concurrent writers")));
             int at = -1;
             if (must_look) {
-                guard::Sighting seen = look(gens, n, -1, hint, message_id, consumer_datum, &at);
+                guard::Sighting seen = look(gens, n, -1, hint, message_id, consumer_datum, hash, &at);
                 guard::Before before = guard::before_insert(seen);
                 if (before == guard::Before::duplicate) {
                     // On record: the update counts it, in the generation named by its first_seen_at.
@@ -388,7 +538,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
             // The other generations, now that ours holds the speculative record.
             guard::After after = guard::After::keep;
             for (;;) {
-                guard::Sighting seen = look(gens, n, target, -1, message_id, consumer_datum, &at);
+                guard::Sighting seen = look(gens, n, target, -1, message_id, consumer_datum, hash, &at);
                 after = guard::after_insert(seen, xid);
                 if (after != guard::After::wait_keeping) break;
                 // The younger transaction withdraws; wait for its speculative insertion to end.
@@ -405,11 +555,7 @@ NativeInsert insert_into_generations(Relation parent, const std::string& consume
     }
 
     SpeculativeInsertionLockRelease(xid);
-    MemoryContextDelete(row_context);
-    ExecDropSingleTupleTableSlot(slot);
-    ExecCloseIndices(rri);
-    FreeExecutorState(estate);
-    for (int i = 0; i < n; ++i) close_probe(&gens[i], true);
+    finish();
     return NativeInsert::done;
 }
 
@@ -486,6 +632,23 @@ NativeInsert insert_new_keys(const char* function_name, const std::string& consu
         Datum consumer_datum =
             PointerGetDatum(cstring_to_text_with_len(consumer.data(), static_cast<int>(consumer.size())));
         CommandId cid = GetCurrentCommandId(true);
+        if (plain_insertion_allowed()) {
+            // The plain insertion, as in a generation: the table as the one generation.
+            GenerationProbe self{};
+            bool plain = open_probe(&self, relid, AccessShareLock) && first_key_absent(&self, 1, keys, consumer_datum) &&
+                         insert_plainly(&self, 1, 0, rel, rri, estate, slot, col, consumer_datum, now, keys,
+                                        col.partition_number ? &partitions : nullptr, on_record, row_context, cid);
+            close_probe(&self, true);
+            if (plain) {
+                MemoryContextDelete(row_context);
+                ExecDropSingleTupleTableSlot(found);
+                ExecDropSingleTupleTableSlot(slot);
+                ExecCloseIndices(rri);
+                FreeExecutorState(estate);
+                table_close(rel, NoLock);
+                return NativeInsert::done;
+            }
+        }
         TransactionId xid = GetCurrentTransactionId();
         // One speculative-insertion token for the batch: a transaction that finds one of our
         // tuples waits for our transaction anyway, so it loses nothing by waiting on the token

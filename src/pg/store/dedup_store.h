@@ -21,7 +21,9 @@ namespace whizbang::pg {
 // found_at (sized like keys, filled with kNotFound): on a table in generations, the
 // first_seen_at of the record found for a key on record, which names its generation.
 constexpr TimestampTz kNotFound = DT_NOBEGIN;
-enum class NativeInsert { done, refused, no_generation };
+// target_sealed: the generation of `now` was sealed between the store's unsealing and this call
+// (dedup_filters.h): nothing was written.
+enum class NativeInsert { done, refused, no_generation, target_sealed };
 
 NativeInsert insert_new_keys(const char* function_name, const std::string& consumer, TimestampTz now,
                      const std::vector<core::DedupKey>& keys, const std::vector<int>& partitions,

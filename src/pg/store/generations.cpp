@@ -7,6 +7,7 @@
 #include "pg/boundary/spi.h"
 #include "pg/boundary/statement_settings.h"
 #include "pg/citus/shard_scope.h"
+#include "pg/store/dedup_filters.h"
 
 namespace whizbang::pg {
 namespace {
@@ -143,7 +144,16 @@ bool generation_for_store(TimestampTz p_now) {
         }
         case gen::Placement::inside: break;
     }
-    if (!gen::span_holding(spans, p_now)) create_generations(p_now, p_now + 1);
+    if (!gen::span_holding(spans, p_now)) {
+        create_generations(p_now, p_now + 1);
+        return true;
+    }
+    // A backfill into a sealed generation unseals it first (dedup_filters.h), before the store
+    // holds it open: two such stores queue for its lock instead of deadlocking on an upgrade.
+    // (Maintenance seals spans that have ended by its own p_now, which may lie ahead.) Its lock
+    // waits at most kUnsealLockTimeoutMs: while it waits, every store queues behind it.
+    for (const GenerationBound& b : list_generations())
+        if (b.start <= p_now && p_now < b.end) unseal_generation(b.relid, kUnsealLockTimeoutMs);
     return true;
 }
 

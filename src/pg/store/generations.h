@@ -51,7 +51,7 @@ int create_generations(TimestampTz from, TimestampTz until, int lock_timeout_ms 
 // Before a store records with `p_now` on a table in generations (issue 30 item 10,
 // core::generations::place): false when no generation holds p_now and its own would have left
 // the window (the store records nothing); raises 22023 when it would lie beyond the generations
-// made ahead; else makes the generation when it is missing (before the
+// made ahead; else makes the generation when it is missing, or unseals it when sealed (before the
 // store opens the table for writing: two stores that both need it then queue for its lock
 // instead of deadlocking) and returns true.
 bool generation_for_store(TimestampTz p_now);
