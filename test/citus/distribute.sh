@@ -52,10 +52,11 @@ q "SELECT count(*) FROM whizbang.store_outbox_messages('[
    \"StreamId\": \"01900000-0000-7000-8000-0000000000f3\"}]'::jsonb)" >/dev/null
 q "SELECT outcome FROM whizbang.idempotency_begin('orders', 'before', '\x01')" >/dev/null
 q "UPDATE whizbang.wh_settings SET setting_value = '45' WHERE setting_key = 'dedup_retention_days'"
-check "on a single server partition_number stays NULL (nothing reads or writes it)" \
-  "SELECT bool_and(partition_number IS NULL) FROM (SELECT partition_number FROM whizbang.wh_inbox
-     UNION ALL SELECT partition_number FROM whizbang.wh_message_deduplication
-     UNION ALL SELECT partition_number FROM whizbang.wh_outbox) s"
+check "on a single server a dedup record's partition_number stays NULL; a message row carries its claim partition" \
+  "SELECT (SELECT bool_and(partition_number IS NULL) FROM whizbang.wh_message_deduplication)
+      AND (SELECT bool_and(partition_number = whizbang.partition_of(coalesce(stream_id, message_id), 10000))
+             FROM (SELECT partition_number, stream_id, message_id FROM whizbang.wh_inbox
+                   UNION ALL SELECT partition_number, stream_id, message_id FROM whizbang.wh_outbox) s)"
 before=$(q "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox)
   || ' ' || (SELECT count(*) FROM whizbang.wh_inbox) || ' ' || (SELECT count(*) FROM whizbang.wh_inbox_streams)
   || ' ' || (SELECT count(*) FROM whizbang.wh_outbox) || ' ' || (SELECT count(*) FROM whizbang.wh_outbox)
@@ -72,13 +73,13 @@ after=$(q "SELECT (SELECT count(*) FROM whizbang.wh_message_deduplication) || ' 
   || ' ' || (SELECT count(*) FROM whizbang.wh_outbox) || ' ' || (SELECT count(*) FROM whizbang.wh_outbox)
   || ' ' || (SELECT count(*) FROM whizbang.wh_idempotency_keys)")
 check_eq "every row is still there, read through the coordinator (dedup inbox work streams outbox work keys)" "$before" "$after"
-check "the ten tables of a message and wh_partitions are hash-distributed by partition_number, colocated, 4 shards each" \
-  "SELECT count(*) = 11 AND count(DISTINCT colocationid) = 1 AND bool_and(partmethod = 'h')
+check "the eight tables of a message and wh_partitions are hash-distributed by partition_number, colocated, 4 shards each" \
+  "SELECT count(*) = 9 AND count(DISTINCT colocationid) = 1 AND bool_and(partmethod = 'h')
           AND bool_and(column_to_column_name(logicalrelid, partkey) = 'partition_number')
           AND bool_and((SELECT count(*) FROM pg_dist_shard s WHERE s.logicalrelid = p.logicalrelid) = 4)
      FROM pg_dist_partition p
-    WHERE logicalrelid::text IN ('whizbang.wh_message_deduplication', 'whizbang.wh_inbox', 'whizbang.wh_inbox',
-          'whizbang.wh_inbox_streams', 'whizbang.wh_inbox_preleased', 'whizbang.wh_outbox', 'whizbang.wh_outbox',
+    WHERE logicalrelid::text IN ('whizbang.wh_message_deduplication', 'whizbang.wh_inbox',
+          'whizbang.wh_inbox_streams', 'whizbang.wh_inbox_preleased', 'whizbang.wh_outbox',
           'whizbang.wh_outbox_streams', 'whizbang.wh_outbox_preleased', 'whizbang.wh_dead_letters', 'whizbang.wh_partitions')"
 check "idempotency keys are distributed by scope, in a colocation group of their own" \
   "SELECT partmethod = 'h' AND column_to_column_name(logicalrelid, partkey) = 'scope'
@@ -91,16 +92,16 @@ keys_sql="SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT FROM pg_attribute a W
             AND a.attnum = ANY (k.conkey) AND a.attname IN ('partition_number', 'scope')))
      FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
     WHERE c.relnamespace = 'whizbang'::regnamespace AND k.contype IN ('p', 'u')
-      AND c.relname NOT IN ('wh_settings', 'wh_setting_defaults', 'wh_idempotency_policies')"
+      AND c.relname NOT IN ('wh_settings', 'wh_setting_defaults', 'wh_idempotency_policies', 'wh_dedup_filters')"
 check_eq "every primary and unique key includes the distribution column (coordinator)" 0 "$(q "$keys_sql")"
 worker_keys_sql="SET citus.show_shards_for_app_name_prefixes = '*';
   SELECT count(*) || ' keys, ' || count(*) FILTER (WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = k.conrelid
             AND a.attnum = ANY (k.conkey) AND a.attname IN ('partition_number', 'scope'))) || ' without'
      FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
     WHERE c.relnamespace = 'whizbang'::regnamespace AND k.contype IN ('p', 'u')
-      AND c.relname !~ '^wh_(settings|setting_defaults|idempotency_policies)'"
-check_eq "every primary and unique key includes the distribution column (a worker: 12 shells, 12 tables x 2 shards)" \
-  "36 keys, 0 without" "$(cq "$WORKER1_PORT" "$worker_keys_sql" | tail -1)"
+      AND c.relname !~ '^wh_(settings|setting_defaults|idempotency_policies|dedup_filters)'"
+check_eq "every primary and unique key includes the distribution column (a worker: 10 shells, 10 tables x 2 shards)" \
+  "30 keys, 0 without" "$(cq "$WORKER1_PORT" "$worker_keys_sql" | tail -1)"
 check "the coordinator's own copies of the tables hold no rows (Citus's shells)" \
   "SELECT bool_and(pg_relation_size(c.oid) = 0) FROM pg_class c
     WHERE c.relnamespace = 'whizbang'::regnamespace AND c.relkind = 'r'"

@@ -17,7 +17,7 @@ citus_suite_start
 psql -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION whizbang" -c "CREATE EXTENSION pgtap" >/dev/null
 psql -X -q -v ON_ERROR_STOP=1 -c "SELECT whizbang.distribute(4)" >/dev/null 2>&1
 check "whizbang is distributed" \
-  "SELECT count(*) = 12 FROM pg_dist_partition WHERE logicalrelid::text LIKE 'whizbang.%' AND partmethod = 'h'"
+  "SELECT count(*) = 10 FROM pg_dist_partition WHERE logicalrelid::text LIKE 'whizbang.%' AND partmethod = 'h'"
 # inbox, outbox, work, queues and maintenance of test/pgtap also assert what a distributed
 # install does differently by design: the oldest due row first across shards (maintenance.sql's
 # stats set-up claims one row and expects it not to be the one it fails next), joins on

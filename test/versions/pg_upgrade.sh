@@ -110,15 +110,29 @@ SQL
 # records from 0.12.0) is read through its name, as applications read it, and its generations
 # are not listed apart. With $1 set, the settings tables are read for the keys the old version
 # had only: an update adds its new settings, and must keep the old ones as they were.
+# With $1 set, also what the update reshapes is read as the old version had it: the tables it had
+# only (upgrade_check.tables_before), the message tables' own columns, and each work table's
+# columns from wherever its rows live now (0.14.0 moved them into the message rows, whose
+# partition_number is the work's).
 snapshot() {
-  local t where
-  for t in $(q -c "SELECT relname FROM pg_class WHERE relnamespace = 'whizbang'::regnamespace
-                     AND relkind IN ('r', 'p') AND NOT relispartition ORDER BY relname"); do
-    where=
+  local t where src cols
+  local list="SELECT relname FROM pg_class WHERE relnamespace = 'whizbang'::regnamespace
+                AND relkind IN ('r', 'p') AND NOT relispartition ORDER BY relname"
+  [ -n "${1:-}" ] && list="SELECT relname FROM upgrade_check.tables_before ORDER BY relname"
+  for t in $(q -c "$list"); do
+    where= src="whizbang.$t"
     if [ -n "${1:-}" ] && [[ $t == wh_setting* ]]; then
       where="WHERE setting_key IN (SELECT setting_key FROM upgrade_check.keys_before)"
     fi
-    q -c "SELECT '$t ' || count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '-') FROM whizbang.$t t $where"
+    if [ -n "${1:-}" ] && [[ $t =~ ^wh_(inbox|outbox)(_work)?$ ]]; then
+      cols=$(q -c "SELECT string_agg(quote_ident(a.name), ', ' ORDER BY a.n) FROM upgrade_check.tables_before b,
+                     unnest(b.cols) WITH ORDINALITY AS a(name, n)
+                    WHERE b.relname = '$t' AND (b.relname LIKE '%\_work' OR a.name <> 'partition_number')")
+      [ "$(q -c "SELECT to_regclass('whizbang.$t') IS NULL")" = t ] && t=${t%_work}
+      src="(SELECT $cols FROM whizbang.$t) AS"
+      t=${BASH_REMATCH[0]}
+    fi
+    q -c "SELECT '$t ' || count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' ORDER BY t::text)), '-') FROM $src t $where"
   done
 }
 snapshot >"$work/before.txt"
@@ -184,6 +198,11 @@ check "the setting and the policy survived" \
 
 echo "== ALTER EXTENSION whizbang UPDATE ($from_version -> $current)"
 q -c "CREATE TABLE upgrade_check.keys_before AS SELECT setting_key FROM whizbang.wh_setting_defaults" >/dev/null
+q -c "CREATE TABLE upgrade_check.tables_before AS
+        SELECT c.relname, array_agg(a.attname::text ORDER BY a.attnum) AS cols
+          FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE c.relnamespace = 'whizbang'::regnamespace AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+         GROUP BY c.relname" >/dev/null
 snapshot kept >"$work/before-update.txt"
 q -c "ALTER EXTENSION whizbang UPDATE" >/dev/null
 check_eq "the extension updated to $current" "$current|$current" \

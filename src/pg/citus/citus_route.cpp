@@ -47,10 +47,16 @@ std::map<int64_t, std::vector<std::size_t>> routing_groups(const std::vector<int
     if (partitions.empty()) return groups;
     Datum array = int4_array(partitions);
     AsExtensionOwner owner;  // Citus's shard functions want the tables' privileges
-    static CachedPlan shards_plan(
+    // The shards of wh_inbox in either layout (no split twin): routing, shard locks and the
+    // node scopes all name a partition's shard by wh_inbox's (load_node_routes, local_shards).
+    static const char* const shards_sql =
         "SELECT pg_catalog.get_shard_id_for_distribution_column('whizbang.wh_inbox'::pg_catalog.regclass, p)"
-        "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i",
-        {INT4ARRAYOID});
+        "  FROM pg_catalog.unnest($1) WITH ORDINALITY AS u(p, i) ORDER BY u.i";
+    static CachedPlan shards_plan = [] {
+        CachedPlan p(shards_sql, {INT4ARRAYOID});
+        p.split_as(shards_sql);
+        return p;
+    }();
     std::vector<int64_t> shards(partitions.size(), 0);
     if (shards_plan.execute({array}) != partitions.size())
         throw SqlError(ERRCODE_INTERNAL_ERROR, "whizbang: could not find the shards of " +
