@@ -50,6 +50,10 @@ q "CREATE FUNCTION public.batch(p_tag text, p_n int, p_stream uuid DEFAULT NULL)
 q "UPDATE whizbang.wh_settings SET setting_value = '45' WHERE setting_key = 'dedup_retention_days';
    INSERT INTO whizbang.wh_settings (setting_key, setting_value) VALUES ('max_attempts', '7')
    ON CONFLICT (setting_key) DO UPDATE SET setting_value = EXCLUDED.setting_value;
+   -- the retry below stays scheduled through the dump, the restore and B's first claims, however
+   -- slow the machine (30 s by default was not always enough)
+   UPDATE whizbang.wh_settings SET setting_value = '3600' WHERE setting_key = 'retry_max_seconds';
+   UPDATE whizbang.wh_settings SET setting_value = '900' WHERE setting_key = 'retry_base_seconds';
    INSERT INTO whizbang.wh_idempotency_policies (scope, in_progress_ttl, default_result_ttl, description)
    VALUES ('orders', '10 minutes', '2 days', 'orders: short claims')" >/dev/null
 
@@ -137,7 +141,7 @@ fi
 copied() { awk -v t="COPY whizbang.$1 " 'index($0, t) == 1 {on=1; next} on && /^\\\.$/ {on=0} on' "$work/a.sql" | wc -l; }
 check_eq "the dump holds A's rows through the coordinator: 38 inbox messages, 9 outbox messages, 50 dedup records, 2 keys" \
   "38 9 50 2" "$(copied wh_inbox) $(copied wh_outbox) $(copied wh_message_deduplication) $(copied wh_idempotency_keys)"
-check_eq "the dump holds the 2 changed settings and the policy" "2 1" "$(copied wh_settings) $(copied wh_idempotency_policies)"
+check_eq "the dump holds the 4 changed settings and the policy" "4 1" "$(copied wh_settings) $(copied wh_idempotency_policies)"
 check_eq "the dump holds no Citus metadata, no shard and no routing row" "0 0 0" \
   "$(grep -c 'pg_dist_' "$work/a.sql" || true) $(grep -cE 'whizbang\.wh_[a-z_]+_10[0-9]{4}' "$work/a.sql" || true) $(copied wh_partitions)"
 citus_stop   # cluster A is gone: B must not need it

@@ -202,14 +202,18 @@ bool generation_sealed(Oid relid) {
     });
 }
 
-int seal_generations(TimestampTz now, TimestampTz horizon, int lock_timeout_ms) {
-    // A database whose whizbang predates 0.14.0 (the new library, ALTER EXTENSION UPDATE not
-    // run yet) has no table for the filters: its generations stay unsealed, as before.
-    const bool filters_table = pg_call([] {
+// A database whose whizbang predates 0.14.0 (the new library, ALTER EXTENSION UPDATE not run
+// yet) has no table for the filters, and none of its generations is sealed.
+static bool filters_table() {
+    return pg_call([] {
         const Oid schema = get_namespace_oid("whizbang", true);
         return OidIsValid(schema) && OidIsValid(get_relname_relid("wh_dedup_filters", schema));
     });
-    if (!filters_table) return 0;
+}
+
+int seal_generations(TimestampTz now, TimestampTz horizon, int lock_timeout_ms) {
+    // Before 0.14.0's update its generations stay unsealed, as before.
+    if (!filters_table()) return 0;
     int sealed = 0;
     SpiConnection spi;
     AsExtensionOwner owner;
@@ -253,6 +257,7 @@ bool unseal_generation(Oid relid, int lock_timeout_ms) {
 }
 
 void forget_filter(Oid relid) {
+    if (!filters_table()) return;
     pg_call([&] {
         Oid types[1] = {OIDOID};
         Datum values[1] = {ObjectIdGetDatum(relid)};
