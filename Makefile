@@ -73,6 +73,38 @@ ifdef docdir
 	rm -rf '$(WB_DOCDIR)'
 endif
 
+# whizbang-relay (docs/relay.md, DESIGN §3.10): a program, not part of the library. Built with
+# libpq into build/relay/, objects of its own (also for the src/core files it uses), so the
+# per-major stamp above, which removes the library's objects, never touches it. `make` builds
+# it beside the library; `make install` puts it into PostgreSQL's bindir.
+# The optional sinks (sink_http.cpp, sink_amqp.cpp) add their flags here:
+#   RELAY_DEFS += -DWHIZBANG_RELAY_HTTP    RELAY_LIBS += -lcurl
+RELAY = build/relay/whizbang-relay
+RELAY_CORE = backoff confirm_tracker outbox_fields relay_options replication_decode sha uuid
+RELAY_SRCS = $(sort $(wildcard src/relay/*.cpp)) $(RELAY_CORE:%=src/core/%.cpp)
+RELAY_OBJS = $(patsubst src/%.cpp,build/relay/%.o,$(RELAY_SRCS))
+RELAY_DEFS ?=
+RELAY_LIBS ?=
+RELAY_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -Isrc \
+	-I$(shell $(PG_CONFIG) --includedir) -DWHIZBANG_VERSION=\"$(EXTVERSION)\" $(RELAY_DEFS) -MMD -MP
+all: $(RELAY)
+$(RELAY): $(RELAY_OBJS)
+	$(CXX) -o $@ $(RELAY_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq $(RELAY_LIBS)
+build/relay/%.o: src/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(RELAY_CXXFLAGS) -c -o $@ $<
+build/relay/relay/main.o: whizbang.control
+-include $(RELAY_OBJS:.o=.d)
+install: install-relay
+uninstall: uninstall-relay
+.PHONY: install-relay uninstall-relay
+install-relay: $(RELAY)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(RELAY) '$(DESTDIR)$(bindir)/whizbang-relay'
+uninstall-relay:
+	rm -f '$(DESTDIR)$(bindir)/whizbang-relay'
+EXTRA_CLEAN += build/relay
+
 # PGXN distribution: whizbang-<version>.zip of the committed tree (HEAD) under a
 # whizbang-<version>/ folder. git archive takes only tracked files, so no build output;
 # .gitattributes marks what else stays out (export-ignore: benchmark results, CI files).
