@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# whizbang-relay with the NDJSON sink (issue 32, DESIGN §3.10, docs/relay.md), in a throw-away
+# cluster with wal_level = logical and an empty publication whizbang_outbox. The relay of this
+# tree (build/relay/whizbang-relay; built when missing) reads a pgoutput slot; messages are
+# emitted with pg_logical_emit_message(true, 'whizbang.outbox', …), as
+# whizbang.emit_outbox_messages emits them (the extension is not needed here). Checked:
+#   a. only committed whizbang.outbox messages arrive, in commit order across two interleaved
+#      transactions; rolled-back, non-transactional and other-prefix messages never do; the
+#      slot is confirmed up to the end of the WAL once the relay caught up;
+#   b. the slot's confirmed_flush_lsn does not pass a transaction whose messages are not in the
+#      output yet: ndjson:- into a pipe nobody reads, so the relay hangs in write() with a large
+#      transaction; once the pipe is read the transaction is there and confirmed;
+#   c. kill -9 of the relay in the middle of a stream of transactions, then a new relay: every
+#      committed message is in the file, each line whole JSON, the messages of each run in
+#      commit order, and the only repeats are the first run's tail, sent again from the start of
+#      the second run (at-least-once; receivers deduplicate by MessageId);
+#   d. the server restarted (stop -m immediate) while the relay runs and messages are emitted:
+#      the relay connects again and nothing committed is lost;
+#   e. refusals with a message and an exit status: a two_phase slot (4), a missing slot (4), a
+#      missing publication (4), a slot of another plugin (4), an unknown sink (6);
+#   f. a slot invalidated by max_slot_wal_keep_size: a relay started on it exits 5 saying that
+#      messages are LOST, and so does a relay that was streaming from it when it was lost.
+# Exits non-zero when a check failed.
+set -euo pipefail
+
+self=$(readlink -f "$0")
+cd "$(dirname "$self")/../.."
+source scripts/lib.sh  # wb_free_port, wb_pg_config
+
+RELAY=${WB_RELAY:-$PWD/build/relay/whizbang-relay}
+
+if [ "${1:-}" != "--in-cluster" ]; then
+  if [ ! -x "$RELAY" ]; then
+    make -s build/relay/whizbang-relay PG_CONFIG="$(wb_pg_config)" >/dev/null
+  fi
+  exec pg_virtualenv -t -c "-p $(wb_free_port)" -o wal_level=logical -o max_replication_slots=10 \
+    -o max_wal_senders=10 bash "$self" --in-cluster
+fi
+
+# ----------------------------------------------------------------------------------------
+# Inside the cluster (PG* variables point at it)
+# ----------------------------------------------------------------------------------------
+source test/lib/checks.sh  # check, check_eq, FAILED, stop_pids_and_remove
+
+work=$(mktemp -d /tmp/whizbang-relay-ndjson.XXXXXX)
+chmod 777 "$work"  # the server (user postgres) writes its log here in d.
+pids=()
+trap 'stop_pids_and_remove "$work"' EXIT
+
+q() { psql -qXtA -v ON_ERROR_STOP=1 -c "$1"; }
+# wait_for SECONDS "SQL returning true": polls every 0.1 s; returns 1 on timeout (a deadline
+# for a hang, not a measured time: every check after it asserts what happened, not when).
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  while [ "$(q "$2" 2>/dev/null || true)" != "t" ]; do
+    [ $SECONDS -ge $deadline ] && return 1
+    sleep 0.1
+  done
+}
+# The relay of slot $1 caught up: the slot is confirmed up to the WAL flushed now.
+caught_up() {
+  local lsn
+  lsn=$(q "SELECT pg_current_wal_flush_lsn()")
+  wait_for 60 "SELECT confirmed_flush_lsn >= '$lsn' FROM pg_replication_slots WHERE slot_name = '$1'"
+}
+# The tags of an output file, in order, one line (the Envelope's "tag").
+tags() { sed -E 's/.*"tag": "([^"]*)".*/\1/' "$1" | tr '\n' ' ' | sed 's/ $//'; }
+# Starts the relay on slot $1 writing to file $2 (log in $2.log); its pid in RELAY_PID.
+start_relay() {
+  "$RELAY" --slot "$1" --sink "ndjson:$2" --status-interval 1 2>>"$2.log" &
+  RELAY_PID=$!
+  pids+=("$RELAY_PID")
+}
+
+q "CREATE PUBLICATION whizbang_outbox" >/dev/null
+# emit(tag[, transactional[, prefix]]): one message as whizbang.emit_outbox_messages emits it,
+# MessageId derived from the tag.
+q "CREATE FUNCTION emit(tag text, transactional boolean DEFAULT true, prefix text DEFAULT 'whizbang.outbox')
+   RETURNS pg_lsn LANGUAGE sql AS \$\$
+     SELECT pg_logical_emit_message(transactional, prefix, jsonb_build_object(
+       'MessageId', md5(tag)::uuid, 'Destination', 'orders', 'MessageType', 'OrderPlaced',
+       'StreamId', NULL, 'IsEvent', false, 'Scope', NULL, 'Metadata', NULL,
+       'Envelope', jsonb_build_object('tag', tag), 'CreatedAt', '2026-12-07T10:00:00.123456+00:00')::text)
+   \$\$" >/dev/null
+
+echo "--- a. committed messages only, in commit order"
+q "SELECT 1 FROM pg_create_logical_replication_slot('sa', 'pgoutput')" >/dev/null
+start_relay sa "$work/a.ndjson"
+# Two sessions interleaved through a coprocess psql: s1 emits a1, s2 emits and commits b1 b2,
+# s1 emits a2 and commits; then a rollback, non-transactional and other-prefix messages.
+coproc S1 { psql -qXtA -v ON_ERROR_STOP=1; }
+s1() { echo "$1" >&"${S1[1]}"; echo "SELECT 'done';" >&"${S1[1]}"; local line; read -r line <&"${S1[0]}"; [ "$line" = done ] || echo "s1: $line"; }
+s1 "BEGIN; SELECT emit('a1') \\g /dev/null"
+q "BEGIN; SELECT emit('b1'); SELECT emit('b2'); COMMIT" >/dev/null
+s1 "SELECT emit('a2') \\g /dev/null"
+q "BEGIN; SELECT emit('r1'); SELECT emit('nt1', false); ROLLBACK" >/dev/null
+s1 "COMMIT;"
+q "SELECT emit('nt2', false)" >/dev/null
+q "BEGIN; SELECT emit('other1', true, 'other.prefix'); SELECT emit('other2', true, 'whizbang.outbox.other'); COMMIT" >/dev/null
+q "BEGIN; SELECT emit('c1'); SELECT emit('other3', true, 'other'); SELECT emit('c2'); COMMIT" >/dev/null
+echo "SELECT 'done';" >&"${S1[1]}"; exec {S1[1]}>&-
+if caught_up sa; then echo "ok   the relay confirmed slot sa up to the end of the WAL"; else echo "FAIL slot sa was not confirmed up to the end of the WAL"; FAILED=$((FAILED + 1)); fi
+check_eq "only committed whizbang.outbox messages, in commit order" "b1 b2 a1 a2 c1 c2" "$(tags "$work/a.ndjson")"
+check_eq "each line is the emitted object (MessageId of b1)" \
+  "$(q "SELECT md5('b1')::uuid")" "$(head -n 1 "$work/a.ndjson" | sed -E 's/.*"MessageId": "([^"]*)".*/\1/')"
+kill -TERM "$RELAY_PID"; rc=0; wait "$RELAY_PID" || rc=$?
+check_eq "SIGTERM stops the relay with exit status 0" 0 "$rc"
+q "SELECT pg_drop_replication_slot('sa')" >/dev/null
+
+echo "--- b. the slot is not confirmed past a transaction that is not in the output"
+q "SELECT 1 FROM pg_create_logical_replication_slot('sb', 'pgoutput')" >/dev/null
+mkfifo "$work/pipe"
+exec 4<>"$work/pipe"  # a reader that reads nothing yet: writes block once the pipe is full
+"$RELAY" --slot sb --sink ndjson:- --status-interval 1 >"$work/pipe" 2>"$work/b.log" &
+RELAY_PID=$!
+pids+=("$RELAY_PID")
+q "SELECT emit('small')" >/dev/null
+caught_up sb || { echo "FAIL slot sb did not catch up with one small transaction"; FAILED=$((FAILED + 1)); }
+before=$(q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'sb'")
+# 2000 messages of about 300 bytes: far more than a pipe holds (64 kB).
+q "BEGIN; SELECT count(emit('big' || i)) FROM generate_series(1, 2000) i; COMMIT" >/dev/null
+big_end=$(q "SELECT pg_current_wal_flush_lsn()")
+q "SELECT emit('after')" >/dev/null
+# Until the relay hangs in write(): it has the whole transaction and cannot hand it over.
+deadline=$((SECONDS + 60))
+# (The kernel's name of the wait: pipe_write, or anon_pipe_write in newer kernels.)
+blocked() { case "$(cat "/proc/$RELAY_PID/wchan" 2>/dev/null)" in *pipe_write) return 0 ;; *) return 1 ;; esac; }
+until blocked || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
+check_eq "the relay hangs writing the large transaction into the full pipe" yes "$(blocked && echo yes || echo no)"
+# Two status intervals: a relay that confirmed too early would have reported it by now (a
+# correct one passes whatever the wait; it only gives a wrong one the time to show itself).
+sleep 2
+check "while its messages are not out, the slot stays before the large transaction's end" \
+  "SELECT confirmed_flush_lsn < '$big_end' AND confirmed_flush_lsn >= '$before' FROM pg_replication_slots WHERE slot_name = 'sb'"
+cat <&4 >"$work/b.ndjson" &
+reader=$!
+pids+=("$reader")
+caught_up sb || { echo "FAIL slot sb did not catch up after the pipe was read"; FAILED=$((FAILED + 1)); }
+check_eq "once read: small, the 2000 messages of the large transaction in emission order, after" \
+  "small $(seq -f 'big%g' -s ' ' 1 2000) after" "$(tags "$work/b.ndjson")"
+kill -TERM "$RELAY_PID"; wait "$RELAY_PID" || true
+kill "$reader" 2>/dev/null || true; wait "$reader" 2>/dev/null || true
+exec 4<&-
+q "SELECT pg_drop_replication_slot('sb')" >/dev/null
+
+echo "--- c. kill -9 in the middle of a stream, then a new relay"
+q "SELECT 1 FROM pg_create_logical_replication_slot('sc', 'pgoutput')" >/dev/null
+start_relay sc "$work/c.ndjson"
+# 300 transactions of 3 messages, one after the other, with a pause between them.
+psql -qXtA -v ON_ERROR_STOP=1 >/dev/null <<'SQL' &
+SELECT format('BEGIN; SELECT emit(%L); SELECT emit(%L); SELECT emit(%L); COMMIT; SELECT pg_sleep(0.01);',
+              'c' || i || '.1', 'c' || i || '.2', 'c' || i || '.3') FROM generate_series(1, 300) i
+\gexec
+SQL
+load=$!
+pids+=("$load")
+deadline=$((SECONDS + 60))
+until [ "$(wc -l 2>/dev/null <"$work/c.ndjson" || echo 0)" -ge 300 ] || [ $SECONDS -ge $deadline ]; do sleep 0.05; done
+kill -KILL "$RELAY_PID"; wait "$RELAY_PID" 2>/dev/null || true
+first_run=$(wc -l <"$work/c.ndjson")
+load_running=no; kill -0 "$load" 2>/dev/null && load_running=yes
+echo "   killed the relay after $first_run lines (load still running: $load_running)"
+start_relay sc "$work/c.ndjson"
+wait "$load"
+caught_up sc || { echo "FAIL slot sc did not catch up after the restart"; FAILED=$((FAILED + 1)); }
+kill -TERM "$RELAY_PID"; wait "$RELAY_PID" || true
+python3 - "$work/c.ndjson" "$first_run" <<'PY' || FAILED=$((FAILED + 1))
+import json, sys
+lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
+ok = lines[-1] == ""  # the file ends with a newline: no torn line
+lines = lines[:-1]
+try:
+    tags = [json.loads(l)["Envelope"]["tag"] for l in lines]
+except Exception as e:
+    print("FAIL every line of the file is one JSON object (%s)" % e); sys.exit(1)
+print("ok   every line of the file is one JSON object" if ok else "FAIL the file ends in a torn line")
+k = int(sys.argv[2])
+key = lambda t: tuple(int(x) for x in t[1:].split("."))
+run1, run2 = tags[:k], tags[k:]
+expected = ["c%d.%d" % (i, j) for i in range(1, 301) for j in range(1, 4)]
+bad = 0 if ok else 1
+def check(what, cond, detail=""):
+    global bad
+    print(("ok   " if cond else "FAIL ") + what + ("" if cond else " " + detail))
+    bad += 0 if cond else 1
+check("every committed message is in the file", set(tags) == set(expected), str(sorted(set(expected) - set(tags), key=key)[:5]))
+check("each run in commit order", run1 == sorted(run1, key=key) and run2 == sorted(run2, key=key))
+dups = [t for t in run2 if t in set(run1)]
+check("repeats are only the first run's tail, sent again first by the second run",
+      dups == run1[len(run1) - len(dups):] and run2[:len(dups)] == dups, "%d repeats" % len(dups))
+check("no message more than twice", max(tags.count(t) for t in set(tags)) <= 2)
+print("   %d lines: %d in the first run, %d in the second, %d repeated" % (len(tags), len(run1), len(run2), len(dups)))
+sys.exit(1 if bad else 0)
+PY
+q "SELECT pg_drop_replication_slot('sc')" >/dev/null
+
+echo "--- d. the server restarts while the relay runs"
+q "SELECT 1 FROM pg_create_logical_replication_slot('sd', 'pgoutput')" >/dev/null
+start_relay sd "$work/d.ndjson"
+q "BEGIN; SELECT count(emit('d1.' || i)) FROM generate_series(1, 50) i; COMMIT" >/dev/null
+datadir=$(q "SHOW data_directory")
+# pg_ctl restart starts the server again with the options it was started with
+# (postmaster.opts), which name the cluster's configuration of pg_virtualenv. As the server's
+# owner: pg_ctl refuses root.
+as_owner=()
+[ "$(id -u)" -eq 0 ] && as_owner=(runuser -u "$(stat -c %U "$datadir")" --)
+"${as_owner[@]}" "$("$(wb_pg_config)" --bindir)/pg_ctl" -D "$datadir" restart -m immediate -w \
+  -l "$work/server-restart.log" >/dev/null
+q "BEGIN; SELECT count(emit('d2.' || i)) FROM generate_series(1, 50) i; COMMIT" >/dev/null
+caught_up sd || { echo "FAIL slot sd did not catch up after the server's restart"; FAILED=$((FAILED + 1)); }
+check_eq "the relay is still running" yes "$(kill -0 "$RELAY_PID" 2>/dev/null && echo yes || echo no)"
+check_eq "it connected again" yes "$(grep -q 'connecting again' "$work/d.ndjson.log" && echo yes || echo no)"
+check_eq "every message from before and after the restart is there" \
+  "$(for i in $(seq 1 50); do echo "d1.$i"; done; for i in $(seq 1 50); do echo "d2.$i"; done)" \
+  "$(tags "$work/d.ndjson" | tr ' ' '\n' | awk '!seen[$0]++')"
+kill -TERM "$RELAY_PID"; wait "$RELAY_PID" || true
+q "SELECT pg_drop_replication_slot('sd')" >/dev/null
+
+echo "--- e. refusals"
+# refused NAME STATUS TEXT ARGS...: the relay exits with STATUS and its message has TEXT.
+refused() {
+  local name=$1 status=$2 text=$3 rc=0
+  shift 3
+  "$RELAY" "$@" --status-interval 1 >/dev/null 2>"$work/refused.log" || rc=$?
+  if [ "$rc" = "$status" ] && grep -q -- "$text" "$work/refused.log"; then
+    echo "ok   $name: exit $rc, $(grep -v ' LOG: ' "$work/refused.log" | head -n 1 | sed 's/.*FATAL: //' | cut -c1-110)"
+  else
+    echo "FAIL $name: exit $rc (expected $status), log: $(cat "$work/refused.log")"; FAILED=$((FAILED + 1))
+  fi
+}
+q "SELECT 1 FROM pg_create_logical_replication_slot('s2', 'pgoutput', false, true)" >/dev/null
+refused "a two_phase slot" 4 "two_phase" --slot s2 --sink "ndjson:$work/e.ndjson"
+refused "a missing slot" 4 'replication slot "nope" does not exist' --slot nope --sink "ndjson:$work/e.ndjson"
+q "SELECT 1 FROM pg_create_logical_replication_slot('se', 'pgoutput')" >/dev/null
+refused "a missing publication" 4 'publication "nopub" does not exist' --slot se --publication nopub --sink "ndjson:$work/e.ndjson"
+q "SELECT 1 FROM pg_create_logical_replication_slot('st', 'test_decoding')" >/dev/null
+refused "a slot of another plugin" 4 "uses plugin test_decoding" --slot st --sink "ndjson:$work/e.ndjson"
+refused "an unknown sink" 6 "unknown sink" --slot se --sink "kafka://x"
+refused "a missing option" 2 "sink is required" --slot se
+check_eq "nothing was written by a refused relay" no "$([ -s "$work/e.ndjson" ] && echo yes || echo no)"
+for s in s2 se st; do q "SELECT pg_drop_replication_slot('$s')" >/dev/null; done
+
+echo "--- f. an invalidated slot"
+q "SELECT 1 FROM pg_create_logical_replication_slot('sl', 'pgoutput')" >/dev/null
+q "SELECT 1 FROM pg_create_logical_replication_slot('sm', 'pgoutput')" >/dev/null
+start_relay sm "$work/f.ndjson"
+q "SELECT emit('f1')" >/dev/null
+caught_up sm || { echo "FAIL slot sm did not catch up"; FAILED=$((FAILED + 1)); }
+kill -STOP "$RELAY_PID"  # the relay stalls: its slot stays where it was
+q "ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+q "CREATE TABLE filler (x text)" >/dev/null
+for _ in 1 2 3 4 5; do
+  q "INSERT INTO filler SELECT repeat('x', 1000) FROM generate_series(1, 2000)" >/dev/null
+  q "SELECT pg_switch_wal()" >/dev/null
+  q "CHECKPOINT" >/dev/null
+  [ "$(q "SELECT count(*) FROM pg_replication_slots WHERE slot_name IN ('sl', 'sm') AND wal_status = 'lost'")" = 2 ] && break
+done
+check "both slots were invalidated (wal_status lost)" \
+  "SELECT count(*) = 2 FROM pg_replication_slots WHERE slot_name IN ('sl', 'sm') AND wal_status = 'lost'"
+refused "a relay started on the invalidated slot" 5 "LOST" --slot sl --sink "ndjson:$work/f2.ndjson"
+kill -CONT "$RELAY_PID"
+rc=0; wait "$RELAY_PID" || rc=$?
+check_eq "the relay that streamed from the slot when it was lost exits 5" 5 "$rc"
+check_eq "and says that messages are lost" yes "$(grep -q 'FATAL.*LOST' "$work/f.ndjson.log" && echo yes || echo no)"
+q "ALTER SYSTEM RESET max_slot_wal_keep_size" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
+
+if [ "$FAILED" -gt 0 ]; then
+  echo "relay logs:"; tail -n 20 "$work"/*.log
+  echo "$FAILED check(s) failed"
+  exit 1
+fi
+echo "all relay checks passed"
