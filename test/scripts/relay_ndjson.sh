@@ -204,7 +204,9 @@ datadir=$(q "SHOW data_directory")
 # owner: pg_ctl refuses root.
 as_owner=()
 [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u "$(stat -c %U "$datadir")" --)
-"${as_owner[@]}" "$("$(wb_pg_config)" --bindir)/pg_ctl" -D "$datadir" restart -m immediate -w \
+# The server's own pg_ctl: the one beside its postmaster (also for a major of the matrix).
+pgctl=$(dirname "$(readlink -f "/proc/$(head -n 1 "$datadir/postmaster.pid")/exe")")/pg_ctl
+"${as_owner[@]}" "$pgctl" -D "$datadir" restart -m immediate -w \
   -l "$work/server-restart.log" >/dev/null
 q "BEGIN; SELECT count(emit('d2.' || i)) FROM generate_series(1, 50) i; COMMIT" >/dev/null
 caught_up sd || { echo "FAIL slot sd did not catch up after the server's restart"; FAILED=$((FAILED + 1)); }
@@ -233,12 +235,16 @@ refused "a two_phase slot" 4 "two_phase" --slot s2 --sink "ndjson:$work/e.ndjson
 refused "a missing slot" 4 'replication slot "nope" does not exist' --slot nope --sink "ndjson:$work/e.ndjson"
 q "SELECT 1 FROM pg_create_logical_replication_slot('se', 'pgoutput')" >/dev/null
 refused "a missing publication" 4 'publication "nopub" does not exist' --slot se --publication nopub --sink "ndjson:$work/e.ndjson"
-q "SELECT 1 FROM pg_create_logical_replication_slot('st', 'test_decoding')" >/dev/null
-refused "a slot of another plugin" 4 "uses plugin test_decoding" --slot st --sink "ndjson:$work/e.ndjson"
+# test_decoding is contrib: Debian ships it, a build of the matrix may not have it.
+if q "SELECT 1 FROM pg_create_logical_replication_slot('st', 'test_decoding')" >/dev/null 2>&1; then
+  refused "a slot of another plugin" 4 "uses plugin test_decoding" --slot st --sink "ndjson:$work/e.ndjson"
+else
+  echo "skip a slot of another plugin (this server has no test_decoding)"
+fi
 refused "an unknown sink" 6 "unknown sink" --slot se --sink "kafka://x"
 refused "a missing option" 2 "sink is required" --slot se
 check_eq "nothing was written by a refused relay" no "$([ -s "$work/e.ndjson" ] && echo yes || echo no)"
-for s in s2 se st; do q "SELECT pg_drop_replication_slot('$s')" >/dev/null; done
+q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('s2', 'se', 'st')" >/dev/null
 
 echo "--- f. an invalidated slot"
 q "SELECT 1 FROM pg_create_logical_replication_slot('sl', 'pgoutput')" >/dev/null
