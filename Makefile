@@ -85,11 +85,11 @@ RELAY_SRCS = $(sort $(wildcard src/relay/*.cpp)) $(RELAY_CORE:%=src/core/%.cpp)
 RELAY_OBJS = $(patsubst src/%.cpp,build/relay/%.o,$(RELAY_SRCS))
 RELAY_DEFS ?=
 RELAY_LIBS ?=
-RELAY_CXXFLAGS = -std=c++17 -O2 -g -Wall -Wextra -Werror -Isrc \
+RELAY_CXXFLAGS = -std=c++17 -pthread -O2 -g -Wall -Wextra -Werror -Isrc \
 	-I$(shell $(PG_CONFIG) --includedir) -DWHIZBANG_VERSION=\"$(EXTVERSION)\" $(RELAY_DEFS) -MMD -MP
 all: $(RELAY)
 $(RELAY): $(RELAY_OBJS)
-	$(CXX) -o $@ $(RELAY_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq $(RELAY_LIBS)
+	$(CXX) -pthread -o $@ $(RELAY_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq $(RELAY_LIBS)
 build/relay/%.o: src/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(RELAY_CXXFLAGS) -c -o $@ $<

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <future>
 #include <random>
 
 #include "core/backoff.h"
@@ -136,8 +137,14 @@ private:
                (unflushed_ >= kFlushEveryMessages || (first_waiting_ != Clock::time_point{} && Clock::now() - first_waiting_ >= kFlushEvery));
     }
 
+    // The sink's flush() may take long (a broker that is slow to confirm, a disk that is slow
+    // to sync). Meanwhile the server hears from the relay every status interval, with the
+    // position unchanged: a relay silent for wal_sender_timeout is cut off, and would then get
+    // everything unconfirmed again. The sink is used by the one thread at a time.
     void flush() {
-        sink_.flush();
+        auto done = std::async(std::launch::async, [this] { sink_.flush(); });
+        while (done.wait_for(interval_) == std::future_status::timeout) report(false);
+        done.get();  // rethrows what flush() threw
         tracker_.flushed();
         unflushed_ = 0;
         first_waiting_ = {};

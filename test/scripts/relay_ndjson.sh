@@ -9,7 +9,9 @@
 #      slot is confirmed up to the end of the WAL once the relay caught up;
 #   b. the slot's confirmed_flush_lsn does not pass a transaction whose messages are not in the
 #      output yet: ndjson:- into a pipe nobody reads, so the relay hangs in write() with a large
-#      transaction; once the pipe is read the transaction is there and confirmed;
+#      transaction; it keeps reporting its (unchanged) position meanwhile, so the server does
+#      not cut it off (wal_sender_timeout 3 s); once the pipe is read the transaction is there,
+#      once, and confirmed;
 #   c. kill -9 of the relay in the middle of a stream of transactions, then a new relay: every
 #      committed message is in the file, each line whole JSON, the messages of each run in
 #      commit order, and the only repeats are the first run's tail, sent again from the start of
@@ -109,6 +111,10 @@ q "SELECT pg_drop_replication_slot('sa')" >/dev/null
 
 echo "--- b. the slot is not confirmed past a transaction that is not in the output"
 q "SELECT 1 FROM pg_create_logical_replication_slot('sb', 'pgoutput')" >/dev/null
+# A short wal_sender_timeout: the relay must keep reporting while its sink hangs, or the server
+# cuts it off and it gets the transaction again.
+q "ALTER SYSTEM SET wal_sender_timeout = '3s'" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 mkfifo "$work/pipe"
 exec 4<>"$work/pipe"  # a reader that reads nothing yet: writes block once the pipe is full
 "$RELAY" --slot sb --sink ndjson:- --status-interval 1 >"$work/pipe" 2>"$work/b.log" &
@@ -123,23 +129,32 @@ big_end=$(q "SELECT pg_current_wal_flush_lsn()")
 q "SELECT emit('after')" >/dev/null
 # Until the relay hangs in write(): it has the whole transaction and cannot hand it over.
 deadline=$((SECONDS + 60))
-# (The kernel's name of the wait: pipe_write, or anon_pipe_write in newer kernels.)
-blocked() { case "$(cat "/proc/$RELAY_PID/wchan" 2>/dev/null)" in *pipe_write) return 0 ;; *) return 1 ;; esac; }
+# (A thread of it waits in the kernel's pipe_write, or anon_pipe_write in newer kernels.)
+blocked() { grep -qs 'pipe_write$' "/proc/$RELAY_PID"/task/*/wchan; }
 until blocked || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
 check_eq "the relay hangs writing the large transaction into the full pipe" yes "$(blocked && echo yes || echo no)"
-# Two status intervals: a relay that confirmed too early would have reported it by now (a
-# correct one passes whatever the wait; it only gives a wrong one the time to show itself).
-sleep 2
+# Longer than wal_sender_timeout and four status intervals: a relay that confirmed too early
+# would have reported it by now, and one that stops reporting while its sink hangs would have
+# been cut off (a correct relay passes whatever the wait; it only gives a wrong one the time
+# to show itself).
+sleep 4
 check "while its messages are not out, the slot stays before the large transaction's end" \
   "SELECT confirmed_flush_lsn < '$big_end' AND confirmed_flush_lsn >= '$before' FROM pg_replication_slots WHERE slot_name = 'sb'"
 cat <&4 >"$work/b.ndjson" &
 reader=$!
 pids+=("$reader")
 caught_up sb || { echo "FAIL slot sb did not catch up after the pipe was read"; FAILED=$((FAILED + 1)); }
-check_eq "once read: small, the 2000 messages of the large transaction in emission order, after" \
-  "small $(seq -f 'big%g' -s ' ' 1 2000) after" "$(tags "$work/b.ndjson")"
+got=$(tags "$work/b.ndjson" | tr ' ' '\n')
+check_eq "once read: small, the 2000 messages of the large transaction in emission order, after, each once" \
+  "2002 lines, 2002 distinct, in order" \
+  "$(wc -l <<<"$got") lines, $(sort -u <<<"$got" | wc -l) distinct, $(
+    [ "$got" = "$(printf 'small\n%s\nafter' "$(seq -f 'big%g' 1 2000)")" ] && echo in order || echo out of order)"
+check_eq "the relay kept its connection while the sink hung (status updates went on)" no \
+  "$(grep -q 'connecting again' "$work/b.log" && echo yes || echo no)"
 kill -TERM "$RELAY_PID"; wait "$RELAY_PID" || true
 kill "$reader" 2>/dev/null || true; wait "$reader" 2>/dev/null || true
+q "ALTER SYSTEM RESET wal_sender_timeout" >/dev/null
+q "SELECT pg_reload_conf()" >/dev/null
 exec 4<&-
 q "SELECT pg_drop_replication_slot('sb')" >/dev/null
 
