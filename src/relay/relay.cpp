@@ -55,7 +55,7 @@ public:
     // Streams until a stop signal (returns) or an error (throws ConnectionLost, SinkError, Fatal).
     void run() {
         std::string data;
-        report(false);
+        report();
         while (!stopping()) {
             if (conn_.read(data) == 1) {
                 handle(data);
@@ -63,16 +63,16 @@ public:
             } else {
                 // Nothing more is waiting now: the moment to flush what committed.
                 if (tracker_.commit_waiting() || (tracker_.unacknowledged() && !tracker_.in_transaction())) flush();
-                if (tracker_.confirmable() != reported_ || Clock::now() - reported_at_ >= interval_) report(false);
+                if (tracker_.confirmable() != reported_ || Clock::now() - reported_at_ >= interval_) report();
                 const auto left = interval_ - (Clock::now() - reported_at_);
                 const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(left).count();
                 conn_.wait(static_cast<int>(std::max<long long>(ms, 1)));
             }
-            if (Clock::now() - reported_at_ >= interval_) report(false);
+            if (Clock::now() - reported_at_ >= interval_) report();
         }
         // Stopping: what the sink acknowledges is confirmed before the relay ends.
         if (tracker_.commit_waiting() || tracker_.unacknowledged()) flush();
-        report(false);
+        report();
     }
 
     bool received_data() const { return received_; }
@@ -83,7 +83,9 @@ private:
         const auto message = rep::decode_copy_data(data);
         if (const auto* k = std::get_if<rep::Keepalive>(&message)) {
             tracker_.keepalive(k->wal_end);
-            if (k->reply_requested) report(true);
+            // The server asks for a reply (it is near wal_sender_timeout): the answer itself
+            // asks for none.
+            if (k->reply_requested) report();
             return;
         }
         const auto& x = std::get<rep::XLogData>(message);
@@ -143,15 +145,15 @@ private:
     // everything unconfirmed again. The sink is used by the one thread at a time.
     void flush() {
         auto done = std::async(std::launch::async, [this] { sink_.flush(); });
-        while (done.wait_for(interval_) == std::future_status::timeout) report(false);
+        while (done.wait_for(interval_) == std::future_status::timeout) report();
         done.get();  // rethrows what flush() threw
         tracker_.flushed();
         unflushed_ = 0;
         first_waiting_ = {};
     }
 
-    void report(bool reply_requested) {
-        conn_.send_status(tracker_.confirmable(), reply_requested);
+    void report() {
+        conn_.send_status(tracker_.confirmable(), false);
         reported_ = tracker_.confirmable();
         reported_at_ = Clock::now();
     }
