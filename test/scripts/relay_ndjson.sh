@@ -21,6 +21,8 @@
 #      the relay connects again and nothing committed is lost;
 #   e. refusals with a message and an exit status: a two_phase slot (4), a missing slot (4), a
 #      missing publication (4), a slot of another plugin (4), an unknown sink (6);
+#   g. a sink failing with ENOSPC (/dev/full): the relay keeps running, starts over after a
+#      pause, and the slot is not confirmed past the transaction it could not write;
 #   f. a slot invalidated by max_slot_wal_keep_size: a relay started on it exits 5 saying that
 #      messages are LOST, and so does a relay that was streaming from it when it was lost.
 # Exits non-zero when a check failed.
@@ -266,6 +268,27 @@ refused "an unknown sink" 6 "unknown sink" --slot se --sink "kafka://x"
 refused "a missing option" 2 "sink is required" --slot se
 check_eq "nothing was written by a refused relay" no "$([ -s "$work/e.ndjson" ] && echo yes || echo no)"
 q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('s2', 'se', 'st')" >/dev/null
+
+echo "--- g. a sink that fails for a while"
+# /dev/full answers every write with ENOSPC, as a full disk does: a transient error. The relay
+# keeps running, starts over from the slot's position after a pause, and never confirms the
+# transaction it could not write.
+q "SELECT 1 FROM pg_create_logical_replication_slot('sg', 'pgoutput')" >/dev/null
+before=$(q "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'sg'")
+q "SELECT emit('g1')" >/dev/null
+g1_end=$(q "SELECT pg_current_wal_flush_lsn()")
+"$RELAY" --slot sg --sink ndjson:/dev/full --status-interval 1 2>"$work/g.log" &
+RELAY_PID=$!
+pids+=("$RELAY_PID")
+deadline=$((SECONDS + 60))
+until [ "$(grep -c 'No space left on device; starting over' "$work/g.log")" -ge 2 ] || [ $SECONDS -ge $deadline ]; do sleep 0.1; done
+check_eq "the write failed at least twice, each time followed by a new attempt" yes \
+  "$([ "$(grep -c 'No space left on device; starting over' "$work/g.log")" -ge 2 ] && echo yes || echo no)"
+check_eq "the relay is still running" yes "$(kill -0 "$RELAY_PID" 2>/dev/null && echo yes || echo no)"
+check "the slot stays before the transaction that could not be written" \
+  "SELECT confirmed_flush_lsn < '$g1_end' AND confirmed_flush_lsn >= '$before' FROM pg_replication_slots WHERE slot_name = 'sg'"
+kill -TERM "$RELAY_PID"; wait "$RELAY_PID" || true
+q "SELECT pg_drop_replication_slot('sg')" >/dev/null
 
 echo "--- f. an invalidated slot"
 q "SELECT 1 FROM pg_create_logical_replication_slot('sl', 'pgoutput')" >/dev/null
