@@ -21,9 +21,9 @@
 #      the relay connects again and nothing committed is lost;
 #   e. refusals with a message and an exit status: a two_phase slot (4), a missing slot (4), a
 #      missing publication (4), a slot of another plugin (4), an unknown sink (6);
-#   g. a sink failing with ENOSPC (/dev/full): the relay keeps running, starts over after a
+#   f. a sink failing with ENOSPC (/dev/full): the relay keeps running, starts over after a
 #      pause, and the slot is not confirmed past the transaction it could not write;
-#   f. a slot invalidated by max_slot_wal_keep_size: a relay started on it exits 5 saying that
+#   g. a slot invalidated by max_slot_wal_keep_size: a relay started on it exits 5 saying that
 #      messages are LOST, and so does a relay that was streaming from it when it was lost.
 # Exits non-zero when a check failed.
 set -euo pipefail
@@ -269,7 +269,7 @@ refused "a missing option" 2 "sink is required" --slot se
 check_eq "nothing was written by a refused relay" no "$([ -s "$work/e.ndjson" ] && echo yes || echo no)"
 q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('s2', 'se', 'st')" >/dev/null
 
-echo "--- g. a sink that fails for a while"
+echo "--- f. a sink that fails for a while"
 # /dev/full answers every write with ENOSPC, as a full disk does: a transient error. The relay
 # keeps running, starts over from the slot's position after a pause, and never confirms the
 # transaction it could not write.
@@ -290,7 +290,7 @@ check "the slot stays before the transaction that could not be written" \
 kill -TERM "$RELAY_PID"; wait "$RELAY_PID" || true
 q "SELECT pg_drop_replication_slot('sg')" >/dev/null
 
-echo "--- f. an invalidated slot"
+echo "--- g. an invalidated slot"
 q "SELECT 1 FROM pg_create_logical_replication_slot('sl', 'pgoutput')" >/dev/null
 q "SELECT 1 FROM pg_create_logical_replication_slot('sm', 'pgoutput')" >/dev/null
 start_relay sm "$work/f.ndjson"
