@@ -58,7 +58,15 @@ public:
         report();
         while (!stopping()) {
             if (conn_.read(data) == 1) {
-                handle(data);
+                try {
+                    handle(data);
+                } catch (const Fatal&) {
+                    settle();
+                    throw;
+                } catch (const rep::ProtocolError&) {
+                    settle();
+                    throw;
+                }
                 if (flush_due()) flush();
             } else {
                 // Nothing more is waiting now: the moment to flush what committed.
@@ -150,6 +158,17 @@ private:
         tracker_.flushed();
         unflushed_ = 0;
         first_waiting_ = {};
+    }
+
+    // Before the relay stops at a message it cannot relay: what committed before it is
+    // handed over and confirmed, so that the operator's fix starts right at the bad one. A
+    // failure here is not reported over the error that stops the relay.
+    void settle() noexcept {
+        try {
+            if (tracker_.commit_waiting()) flush();
+            report();
+        } catch (...) {
+        }
     }
 
     void report() {

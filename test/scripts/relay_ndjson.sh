@@ -20,7 +20,9 @@
 #   d. the server restarted (stop -m immediate) while the relay runs and messages are emitted:
 #      the relay connects again and nothing committed is lost;
 #   e. refusals with a message and an exit status: a two_phase slot (4), a missing slot (4), a
-#      missing publication (4), a slot of another plugin (4), an unknown sink (6);
+#      missing publication (4), a slot of another plugin (4), an unknown sink (6), a message
+#      under whizbang.outbox that is no outbox message (7, after the one before it was
+#      delivered and confirmed);
 #   f. a sink failing with ENOSPC (/dev/full): the relay keeps running, starts over after a
 #      pause, and the slot is not confirmed past the transaction it could not write;
 #   g. a slot invalidated by max_slot_wal_keep_size: a relay started on it exits 5 saying that
@@ -267,7 +269,17 @@ fi
 refused "an unknown sink" 6 "unknown sink" --slot se --sink "kafka://x"
 refused "a missing option" 2 "sink is required" --slot se
 check_eq "nothing was written by a refused relay" no "$([ -s "$work/e.ndjson" ] && echo yes || echo no)"
-q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('s2', 'se', 'st')" >/dev/null
+# A message under whizbang's prefix that is no outbox message: the relay stops before it (7),
+# having delivered and confirmed the transaction before it.
+q "SELECT 1 FROM pg_create_logical_replication_slot('sx', 'pgoutput')" >/dev/null
+q "SELECT emit('x1')" >/dev/null
+x1_end=$(q "SELECT pg_current_wal_flush_lsn()")
+q "SELECT pg_logical_emit_message(true, 'whizbang.outbox', '{\"Destination\": \"d\", \"MessageType\": \"t\"}')" >/dev/null
+refused "a malformed outbox message" 7 "has no MessageId.*pg_replication_slot_advance" --slot sx --sink "ndjson:$work/x.ndjson"
+check_eq "the message before it was delivered" x1 "$(tags "$work/x.ndjson")"
+check "and its transaction confirmed, the malformed one not" \
+  "SELECT confirmed_flush_lsn >= '$x1_end' AND confirmed_flush_lsn < pg_current_wal_flush_lsn() FROM pg_replication_slots WHERE slot_name = 'sx'"
+q "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name IN ('s2', 'se', 'st', 'sx')" >/dev/null
 
 echo "--- f. a sink that fails for a while"
 # /dev/full answers every write with ENOSPC, as a full disk does: a transient error. The relay
