@@ -50,7 +50,11 @@ void pause_us(std::int64_t us) {
 class Session {
 public:
     Session(ReplicationConnection& conn, Sink& sink, rep::ConfirmTracker& tracker, const core::RelayOptions& options)
-        : conn_(conn), sink_(sink), tracker_(tracker), interval_(std::chrono::seconds(options.status_interval_s)) {}
+        : conn_(conn),
+          sink_(sink),
+          tracker_(tracker),
+          interval_(std::chrono::seconds(options.status_interval_s)),
+          slot_(options.slot) {}
 
     // Streams until a stop signal (returns) or an error (throws ConnectionLost, SinkError, Fatal).
     void run() {
@@ -126,8 +130,9 @@ private:
                         std::string("the whizbang.outbox message at ") + rep::format_lsn(m.lsn) + " (transaction committing at " +
                             rep::format_lsn(begin_.final_lsn) + ") is not an outbox message: " + e.what() +
                             ". It was not emitted by whizbang.emit_outbox_messages. Nothing after it is relayed; to go on "
-                            "without that transaction, advance the slot past it with pg_replication_slot_advance "
-                            "(its messages are then not delivered).");
+                            "without that transaction (its messages are then not delivered): SELECT "
+                            "pg_replication_slot_advance('" + slot_ + "', '" + rep::format_lsn(begin_.final_lsn) +
+                            "'::pg_lsn + 1)");
         }
         RelayMessage r;
         r.id = std::move(f.message_id);
@@ -181,6 +186,7 @@ private:
     Sink& sink_;
     rep::ConfirmTracker& tracker_;
     const Clock::duration interval_;
+    const std::string slot_;  // slot names are [a-z0-9_]: safe inside the hint's SQL literal
     rep::Begin begin_;
     rep::Lsn reported_ = 0;
     Clock::time_point reported_at_{};
