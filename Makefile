@@ -77,14 +77,16 @@ endif
 # libpq into build/relay/, objects of its own (also for the src/core files it uses), so the
 # per-major stamp above, which removes the library's objects, never touches it. `make` builds
 # it beside the library; `make install` puts it into PostgreSQL's bindir.
-# The optional sinks (sink_http.cpp, sink_amqp.cpp) add their flags here:
-#   RELAY_DEFS += -DWHIZBANG_RELAY_HTTP    RELAY_LIBS += -lcurl
+# The sinks that need a client library (sink_http.cpp, sink_amqp.cpp) are built only where
+# src/relay/sinks.mk finds it; it sets WB_RELAY_SINK_SRCS, _CPPFLAGS and _LIBS (empty without it).
 RELAY = build/relay/whizbang-relay
+-include src/relay/sinks.mk
 RELAY_CORE = backoff confirm_tracker outbox_fields relay_options replication_decode sha uuid
-RELAY_SRCS = $(sort $(wildcard src/relay/*.cpp)) $(RELAY_CORE:%=src/core/%.cpp)
+RELAY_SRCS = $(sort $(filter-out src/relay/sink_http.cpp src/relay/sink_amqp.cpp,$(wildcard src/relay/*.cpp)) \
+	$(RELAY_CORE:%=src/core/%.cpp) $(WB_RELAY_SINK_SRCS))
 RELAY_OBJS = $(patsubst src/%.cpp,build/relay/%.o,$(RELAY_SRCS))
-RELAY_DEFS ?=
-RELAY_LIBS ?=
+RELAY_DEFS = $(WB_RELAY_SINK_CPPFLAGS)
+RELAY_LIBS = $(WB_RELAY_SINK_LIBS)
 RELAY_CXXFLAGS = -std=c++17 -pthread -O2 -g -Wall -Wextra -Werror -Isrc \
 	-I$(shell $(PG_CONFIG) --includedir) -DWHIZBANG_VERSION=\"$(EXTVERSION)\" $(RELAY_DEFS) -MMD -MP
 all: $(RELAY)

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "relay/sink.h"
+#include "relay/sink_ndjson.h"
 #include "relay/sinks.h"
 
 namespace whizbang::relay {

@@ -13,7 +13,7 @@
 
 #include "relay/log.h"
 #include "relay/sink.h"
-#include "relay/sinks.h"
+#include "relay/sink_ndjson.h"
 
 namespace whizbang::relay {
 namespace {
