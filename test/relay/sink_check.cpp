@@ -1,6 +1,7 @@
 // Test driver of the relay's HTTP and AMQP sinks (test/scripts/relay_http.sh,
 // relay_rabbitmq.sh): `sink_check URI` reads messages from stdin, one a line as
 //   MessageId <TAB> Destination <TAB> MessageType <TAB> StreamId or empty <TAB> JSON
+// (the first four with \\t, \\r, \\n and \\\\ escapes),
 // publishes each, and flushes at an empty line and at the end of input, printing
 // "flushed N" (N = messages so far) once flush() returned. A SinkError ends it with its text on
 // stderr and exit status 2 (permanent) or 3 (transient); 1 is a usage or input error.
@@ -35,13 +36,28 @@ namespace {
 // A commit time every message carries, so that a test can check the AMQP timestamp property.
 constexpr uint64_t kCommitTimeUs = 1800000000000000ULL;  // 2027-01-15T08:00:00Z
 
+// The first four fields may carry \t, \r, \n and \\ escapes, so that a test can send a
+// Destination with a line break (the JSON field has its own escaping).
+std::string unescape(const std::string& field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] != '\\' || i + 1 == field.size()) {
+      out += field[i];
+      continue;
+    }
+    const char c = field[++i];
+    out += c == 't' ? '\t' : c == 'r' ? '\r' : c == 'n' ? '\n' : c;
+  }
+  return out;
+}
+
 bool parse_line(const std::string& line, whizbang::relay::RelayMessage& m) {
   std::string fields[4];
   size_t from = 0;
   for (auto& field : fields) {
     const size_t tab = line.find('\t', from);
     if (tab == std::string::npos) return false;
-    field = line.substr(from, tab - from);
+    field = unescape(line.substr(from, tab - from));
     from = tab + 1;
   }
   m.id = fields[0];
