@@ -103,7 +103,7 @@ class AmqpSink : public Sink {
     }
     amqp_basic_properties_t props{};
     props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG | AMQP_BASIC_MESSAGE_ID_FLAG |
-                   AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_APP_ID_FLAG | AMQP_BASIC_HEADERS_FLAG;
+                   AMQP_BASIC_TYPE_FLAG | AMQP_BASIC_APP_ID_FLAG;
     props.content_type = amqp_cstring_bytes("application/json");
     props.delivery_mode = 2;  // persistent: a durable queue keeps it across a broker restart
     props.message_id = bytes_of(m.id);
@@ -117,9 +117,12 @@ class AmqpSink : public Sink {
     header.key = amqp_cstring_bytes("whizbang-stream-id");
     header.value.kind = AMQP_FIELD_KIND_UTF8;
     header.value.value.bytes = bytes_of(m.stream);
-    // No stream: no header, as the JSON's null has no AMQP string form.
-    props.headers.num_entries = m.stream.empty() ? 0 : 1;
-    props.headers.entries = &header;
+    // No stream: no headers at all, as the JSON's null has no AMQP string form.
+    if (!m.stream.empty()) {
+      props._flags |= AMQP_BASIC_HEADERS_FLAG;
+      props.headers.num_entries = 1;
+      props.headers.entries = &header;
+    }
 
     const int status = amqp_basic_publish(conn_, kChannel, bytes_of(options_.exchange), bytes_of(m.destination),
                                           /*mandatory=*/1, /*immediate=*/0, &props, bytes_of(m.json));
