@@ -16,7 +16,8 @@
 #      server that is not listening is a transient error too;
 #   e. flush() does not return before the 2xx: while the server holds the answer back, the
 #      driver has not printed "flushed"; once the answer goes, it does;
-#   f. a malformed option in the environment is a permanent error before anything is sent.
+#   f. a malformed option in the environment is a permanent error before anything is sent;
+#   g. user:password in the URI is sent as basic authentication and never logged.
 # Needs no PostgreSQL. Exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -151,6 +152,15 @@ WHIZBANG_RELAY_HTTP_TIMEOUT=soon "$DRIVER" "http://127.0.0.1:$PORT/in" <"$work/e
 check_eq "f: exit status 2 (permanent)" 2 "$status"
 check_eq "f: the error names the variable" 1 "$(grep -c 'WHIZBANG_RELAY_HTTP_TIMEOUT="soon"' "$work/f.err" || true)"
 check_eq "f: nothing was sent" 1 "$(logq e 'len(reqs)')"
+
+echo "--- g. credentials in the URI"
+start_stub g --plan "503"
+status=0
+"$DRIVER" "http://relay:s3cret@127.0.0.1:$PORT/in" <"$work/e.in" >/dev/null 2>"$work/g.err" || status=$?
+check_eq "g: exit status" 0 "$status"
+check_eq "g: sent as basic authentication" "Basic $(printf 'relay:s3cret' | base64)" "$(logq g 'reqs[-1]["headers"].get("authorization")')"
+check_eq "g: the retry's log line hides the password" "1 0" \
+  "$(grep -c 'relay:\*\*\*@' "$work/g.err" || true) $(grep -c 's3cret' "$work/g.err" || true)"
 
 if [ "$FAILED" -ne 0 ]; then
   echo "relay_http: $FAILED check(s) failed; driver stderr:"
