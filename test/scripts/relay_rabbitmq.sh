@@ -31,7 +31,7 @@ for candidate in /usr/bin/python3 python3; do
   if command -v "$candidate" >/dev/null && "$candidate" -c 'import pika' 2>/dev/null; then PY=$candidate; break; fi
 done
 [ -n "$PY" ] || { echo "FAIL no python3 with pika found (Debian: python3-pika)"; exit 1; }
-EPMD=$(ls /usr/lib/erlang/erts-*/bin/epmd 2>/dev/null | head -1)
+EPMD=$(find /usr/lib/erlang -path "*/erts-*/bin/epmd" 2>/dev/null | head -1)
 [ -x "$EPMD" ] || { echo "FAIL epmd not found (Debian: erlang-base)"; exit 1; }
 
 make -s -f src/relay/sinks.mk build/relay/sink_check >/dev/null
@@ -197,8 +197,8 @@ run_until_flushed() {
 finish_run() {
   messages 6 10 orders >&7 2>/dev/null || true  # the driver may be gone already
   exec 7>&-
-  local status=0 i
-  for i in $(seq 1 900); do kill -0 "$driver" 2>/dev/null || break; sleep 0.1; done
+  local status=0
+  for _ in $(seq 1 900); do kill -0 "$driver" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$driver" 2>/dev/null; then
     echo "FAIL e: $1: the driver still runs 90 s after the broker went away (a hang)"
     FAILED=$((FAILED + 1))
