@@ -36,6 +36,8 @@ namespace core = whizbang::core;
 constexpr amqp_channel_t kChannel = 1;
 // AMQP short strings (routing key, message_id, type) hold at most 255 bytes.
 constexpr size_t kMaxShortString = 255;
+// Publishes awaiting their confirm before publish() waits for some (see there).
+constexpr size_t kMaxUnconfirmed = 10000;
 
 std::string text_of(amqp_bytes_t b) { return std::string(static_cast<const char*>(b.bytes), b.len); }
 amqp_bytes_t bytes_of(const std::string& s) { return amqp_bytes_t{s.size(), const_cast<char*>(s.data())}; }
@@ -135,20 +137,14 @@ class AmqpSink : public Sink {
     // an unread backlog of confirms would otherwise grow with a large transaction.
     while (read_frame(std::chrono::microseconds(0))) {
     }
+    // A transaction of millions of messages must not keep millions unconfirmed (each costs
+    // memory here and in the broker): past kMaxUnconfirmed, publishing waits for confirms.
+    if (window_.outstanding() >= kMaxUnconfirmed) wait_for_confirms(kMaxUnconfirmed / 2);
   }
 
   void flush() override {
     usable();
-    const auto deadline = std::chrono::steady_clock::now() + timeout_;
-    while (!window_.settled()) {
-      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0 || !read_frame(left)) {
-        if (window_.settled()) break;
-        fail("the broker did not confirm " + std::to_string(window_.outstanding()) + " message(s) within " +
-                 std::to_string(timeout_.count()) + "s (WHIZBANG_RELAY_AMQP_TIMEOUT)",
-             true);
-      }
-    }
+    wait_for_confirms(0);
   }
 
   std::string describe() const override { return shown_; }
@@ -240,6 +236,23 @@ class AmqpSink : public Sink {
     }
     amqp_confirm_select(conn_, kChannel);
     check_reply(amqp_get_rpc_reply(conn_), "enabling publisher confirms");
+  }
+
+  // Reads frames until at most `outstanding` publishes await their confirm; gives up with a
+  // transient error when the broker is silent for the timeout.
+  void wait_for_confirms(size_t outstanding) {
+    auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (window_.outstanding() > outstanding) {
+      const size_t before = window_.outstanding();
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0 || !read_frame(left)) {
+        fail("the broker did not confirm " + std::to_string(window_.outstanding()) + " message(s) within " +
+                 std::to_string(timeout_.count()) + "s (WHIZBANG_RELAY_AMQP_TIMEOUT)",
+             true);
+      }
+      // Confirms are coming: the timeout counts from the last one, not from the start.
+      if (window_.outstanding() < before) deadline = std::chrono::steady_clock::now() + timeout_;
+    }
   }
 
   // Reads and handles one frame, waiting up to `wait`. Returns false when none came in time.

@@ -4,6 +4,7 @@
   amqp_admin.py URL queue NAME                      a durable queue
   amqp_admin.py URL exchange NAME TYPE              a durable exchange
   amqp_admin.py URL bind QUEUE EXCHANGE KEY         a binding
+  amqp_admin.py URL count QUEUE / purge QUEUE       how many messages QUEUE holds / empties it
   amqp_admin.py URL drain QUEUE                     every message of QUEUE, taken off it, one JSON
                                                     line each: exchange, routing_key, body and
                                                     the properties the relay's sink sets
@@ -24,6 +25,10 @@ elif command == "exchange":
     channel.exchange_declare(exchange=rest[0], exchange_type=rest[1], durable=True)
 elif command == "bind":
     channel.queue_bind(queue=rest[0], exchange=rest[1], routing_key=rest[2])
+elif command == "count":
+    print(channel.queue_declare(queue=rest[0], passive=True).method.message_count)
+elif command == "purge":
+    channel.queue_purge(queue=rest[0])
 elif command == "drain":
     while True:
         method, props, body = channel.basic_get(queue=rest[0], auto_ack=True)

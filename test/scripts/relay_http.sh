@@ -17,7 +17,8 @@
 #   e. flush() does not return before the 2xx: while the server holds the answer back, the
 #      driver has not printed "flushed"; once the answer goes, it does;
 #   f. a malformed option in the environment is a permanent error before anything is sent;
-#   g. user:password in the URI is sent as basic authentication and never logged.
+#   g. user:password in the URI is sent as basic authentication and never logged;
+#   h. a 200 KB body arrives whole, without "Expect: 100-continue".
 # Needs no PostgreSQL. Exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -161,6 +162,18 @@ check_eq "g: exit status" 0 "$status"
 check_eq "g: sent as basic authentication" "Basic $(printf 'relay:s3cret' | base64)" "$(logq g 'reqs[-1]["headers"].get("authorization")')"
 check_eq "g: the retry's log line hides the password" "1 0" \
   "$(grep -c 'relay:\*\*\*@' "$work/g.err" || true) $(grep -c 's3cret' "$work/g.err" || true)"
+
+echo "--- h. a large body"
+start_stub h
+python3 -c '
+import json
+big = json.dumps({"MessageId": "0190a1b2-c3d4-7e5f-8a9b-00000000000b", "Envelope": {"blob": "x" * 200000}}, separators=(",", ":"))
+print("\t".join(["0190a1b2-c3d4-7e5f-8a9b-00000000000b", "orders", "Big", "", big]))' >"$work/h.in"
+status=0
+"$DRIVER" "http://127.0.0.1:$PORT/in" <"$work/h.in" >/dev/null 2>"$work/h.err" || status=$?
+check_eq "h: exit status" 0 "$status"
+check_eq "h: the body arrived whole" True "$(logq h "reqs[0]['body'] == open('$work/h.in').read().rstrip('\n').split('\t', 4)[4]")"
+check_eq "h: no Expect: 100-continue" None "$(logq h 'reqs[0]["headers"].get("expect")')"
 
 if [ "$FAILED" -ne 0 ]; then
   echo "relay_http: $FAILED check(s) failed; driver stderr:"

@@ -6,12 +6,13 @@
 #      in order, its body the emitted JSON, persistent, content_type application/json,
 #      message_id = MessageId, type = MessageType, app_id whizbang-relay, the commit time as
 #      timestamp, header whizbang-stream-id (no headers for a null StreamId); flushes between
-#      groups of messages report every message published so far;
+#      groups of messages report every message published so far; 25000 messages in one flush
+#      (more than the sink keeps unconfirmed) all arrive;
 #   b. ?exchange=NAME: routed through that exchange with routing key = Destination;
 #   c. an unroutable message (an exchange without bindings, or no queue of that name on the
 #      default exchange) comes back as basic.return: a permanent error (exit 2), not a drop;
 #   d. a missing exchange, an unknown option, a wrong password and a missing vhost: permanent
-#      errors before anything is published;
+#      errors before anything is published; no broker listening: a transient error;
 #   e. the broker stopped (stop_app) between two flushes: a transient error (exit 3), no hang;
 #      the same for a broker frozen (SIGSTOP: flush() gives up after WHIZBANG_RELAY_AMQP_TIMEOUT)
 #      and for one killed (SIGKILL).
@@ -141,6 +142,15 @@ check_eq "a: whizbang-stream-id header when there is a stream, no headers withou
   "$(q "$work/a.got" 'all((m["headers"] or {}) == ({"whizbang-stream-id": s[3]} if s[3] else {}) for m, s in zip(msgs, sent))')"
 check_eq "a: the queue is empty now" 0 "$(admin drain orders | wc -l)"
 
+echo "--- a2. a large transaction: 25000 messages in one flush"
+messages 1 25000 orders >"$work/a2.in"
+status=0
+"$DRIVER" "$URL" <"$work/a2.in" >"$work/a2.out" 2>"$work/a2.err" || status=$?
+check_eq "a2: exit status" 0 "$status"
+check_eq "a2: one flush of 25000" "flushed 25000" "$(cat "$work/a2.out")"
+check_eq "a2: 25000 messages in the queue" 25000 "$(admin count orders)"
+admin purge orders
+
 echo "--- b. through an exchange"
 messages 51 60 invoices >"$work/b.in"
 cp "$work/b.in" "$work/sent"
@@ -180,6 +190,11 @@ expect_permanent "unknown option" "$URL?exchnage=wb.events" 'unknown option "exc
 expect_permanent "wrong password" "amqp://guest:wrong@127.0.0.1:$RABBITMQ_NODE_PORT/%2F" "403 ACCESS_REFUSED"
 expect_permanent "missing vhost" "amqp://guest:guest@127.0.0.1:$RABBITMQ_NODE_PORT/no-such-vhost" "530 NOT_ALLOWED"
 check_eq "d: nothing was published meanwhile" 0 "$(admin drain orders | wc -l)"
+closed_port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+status=0
+"$DRIVER" "amqp://guest:guest@127.0.0.1:$closed_port" <"$work/one.in" >/dev/null 2>"$work/d-refused.err" || status=$?
+check_eq "d: no broker listening: exit status 3 (transient)" 3 "$status"
+check_eq "d: no broker listening: the error says so" 1 "$(grep -c 'transient SinkError: .*cannot connect' "$work/d-refused.err" || true)"
 
 # run_until_flushed NAME: starts the driver on a FIFO, sends messages 1..5 and an empty line and
 # waits for "flushed 5"; the caller then breaks the broker and calls finish_run NAME.
