@@ -130,7 +130,7 @@ class AmqpSink : public Sink {
                                           /*mandatory=*/1, /*immediate=*/0, &props, bytes_of(m.json));
     if (status != AMQP_STATUS_OK) {
       const bool bad_data = status == AMQP_STATUS_BAD_AMQP_DATA || status == AMQP_STATUS_TABLE_TOO_BIG;
-      fail("publishing message " + m.id + ": " + amqp_error_string2(status), !bad_data);
+      fail("publishing message " + m.id + ": " + amqp_error_string2(status) + (bad_data ? "" : close_reason()), !bad_data);
     }
     window_.published(m.id);
     // Take in whatever the broker sent meanwhile (confirms, a return, a close), without waiting:
@@ -236,6 +236,22 @@ class AmqpSink : public Sink {
     }
     amqp_confirm_select(conn_, kChannel);
     check_reply(amqp_get_rpc_reply(conn_), "enabling publisher confirms");
+  }
+
+  // Why the broker closed the connection, when it said so before the socket broke (a broker
+  // shutting down sends connection.close first): "; the broker closed the connection: 320 …",
+  // else "". Only for the error message: the error is transient either way.
+  std::string close_reason() {
+    for (int i = 0; i < 1000; ++i) {
+      amqp_frame_t frame;
+      timeval none{0, 0};
+      if (amqp_simple_wait_frame_noblock(conn_, &frame, &none) != AMQP_STATUS_OK) return "";
+      if (frame.frame_type == AMQP_FRAME_METHOD && frame.payload.method.id == AMQP_CONNECTION_CLOSE_METHOD) {
+        auto* c = static_cast<amqp_connection_close_t*>(frame.payload.method.decoded);
+        return "; the broker closed the connection: " + std::to_string(c->reply_code) + " " + text_of(c->reply_text);
+      }
+    }
+    return "";
   }
 
   // Reads frames until at most `outstanding` publishes await their confirm; gives up with a
