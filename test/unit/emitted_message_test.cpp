@@ -18,7 +18,7 @@ TEST(EmittedMessage, UtcTimestampText) {
 
 TEST(EmittedMessage, JsonStringEscapes) {
     std::string out;
-    append_json_string(out, std::string_view("a\"b\\c\n\t\x01\x1f\x7f é", 15));
+    append_json_string(out, "a\"b\\c\n\t\x01\x1f\x7f é");
     EXPECT_EQ(out, "\"a\\\"b\\\\c\\n\\t\\u0001\\u001f\x7f é\"");
 }
 
