@@ -137,7 +137,7 @@ supervise_consumer() {
     [ $run -eq 1 ] && extra=(--die-after 100)
     [ "$SABOTAGE" = nodedup ] && extra+=(--plain)
     PGDATABASE=$B "$PY" test/lib/relay_e2e_consumer.py "$RABBIT_URL" e2e.billing "$work/stop" "$work/consumer.pid" \
-      "${extra[@]}" 2>>"$work/consumer.log" || rc=$?
+      "${extra[@]}" || rc=$?
     echo "run $run: exit $rc" >>"$work/consumer.runs"
     [ $rc -eq 0 ] && [ -e "$work/stop" ] && break
     sleep 0.3
@@ -147,7 +147,8 @@ supervise_consumer() {
 echo "--- running: 3 producers, the relay, the consumer"
 start_relay
 first_relay=$RELAY_PID
-supervise_consumer &
+# (Its stderr into the consumer's log: bash reports each kill -9 of a run there.)
+supervise_consumer 2>>"$work/consumer.log" &
 pids+=("$!")
 supervisor=$!
 producers=()
@@ -168,6 +169,9 @@ if [ "$SABOTAGE" = skipslot ]; then
   # The walsender of the killed relay may hold the slot for a moment yet.
   wait_for 30 "$A" "SELECT pg_replication_slot_advance('whizbang_outbox', pg_current_wal_flush_lsn()) IS NOT NULL" ||
     echo "(sabotage: the slot could not be advanced)"
+  # Written to disk now: else the immediate restart below would bring back the slot's old
+  # position, and with it the skipped messages.
+  a "CHECKPOINT"
   echo "   (sabotage: advanced the slot to the end of the WAL)"
 fi
 start_relay
