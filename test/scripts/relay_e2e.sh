@@ -239,8 +239,8 @@ echo "   A: $total messages committed on $(a "SELECT count(DISTINCT stream_id) F
   "(+ $(a "SELECT count(*) FROM e2e_sent WHERE stream_id IS NULL") without a stream); $(b "SELECT count(*) FROM a_rolledback") rolled back on purpose"
 echo "   B: $(b "SELECT count(*) FROM e2e_got") rows; $(delivered) deliveries:" \
   "$(b "SELECT count(*) FILTER (WHERE NOT was_new) FROM e2e_delivery") repeats absorbed by the inbox" \
-  "($(b "SELECT count(*) FILTER (WHERE NOT was_new AND redelivered) FROM e2e_delivery") redelivered by the broker," \
-  "$(b "SELECT count(*) FILTER (WHERE NOT was_new AND NOT redelivered) FROM e2e_delivery") published again by the relay)"
+  "($(b "SELECT count(*) FILTER (WHERE NOT was_new AND redelivered) FROM e2e_delivery") flagged redelivered by the broker," \
+  "$(b "SELECT count(*) FILTER (WHERE NOT was_new AND NOT redelivered) FROM e2e_delivery") not: publishes the relay repeated)"
 echo "   consumer runs: $(tr '\n' ' ' <"$work/consumer.runs")"
 check_eq "the producers had no errors but lost connections" "errors=0" "$(grep -o 'errors=[0-9]*' <<<"$stats")"
 check_eq "they rolled back whole transactions and savepoints" yes \
