@@ -82,6 +82,8 @@ wait_for() {
   done
 }
 sent() { a "SELECT count(*) FROM e2e_sent"; }
+# Where A's WAL ends and where the relay's slot is confirmed, for the log.
+positions() { a "SELECT format('WAL at %s, slot confirmed at %s', pg_current_wal_lsn(), confirmed_flush_lsn) FROM pg_replication_slots WHERE slot_name = 'whizbang_outbox'"; }
 # How many deliveries B has logged (0 while B is down).
 delivered() { b "SELECT count(*) FROM e2e_delivery" 2>/dev/null || echo 0; }
 # progress WHAT N: waits until A has N more committed messages than now (WHAT = sent) or B N
@@ -163,7 +165,7 @@ progress delivered 150
 
 echo "--- kill -9 of the relay, messages committed while it is down, a new relay"
 kill -KILL "$RELAY_PID"; wait "$RELAY_PID" 2>/dev/null || true
-echo "   killed the relay at $(sent) messages committed in A, $(delivered) deliveries in B"
+echo "   killed the relay at $(sent) messages committed in A, $(delivered) deliveries in B ($(positions))"
 progress sent 100
 if [ "$SABOTAGE" = skipslot ]; then
   # The walsender of the killed relay may hold the slot for a moment yet.
@@ -190,7 +192,7 @@ as_owner=()
 [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u "$(stat -c %U "$datadir")" --)
 pgctl=$(dirname "$(readlink -f "/proc/$(head -n 1 "$datadir/postmaster.pid")/exe")")/pg_ctl
 opts=$(sed -E 's/^("[^"]*"|[^ ]*) //' "$datadir/postmaster.opts")
-echo "   at $(sent) messages committed in A, $(delivered) deliveries in B"
+echo "   at $(sent) messages committed in A, $(delivered) deliveries in B ($(positions))"
 "${as_owner[@]}" "$pgctl" -D "$datadir" stop -m immediate -w >/dev/null
 sleep 3
 "${as_owner[@]}" "$pgctl" -D "$datadir" start -w -o "$opts" -l "$work/server-restart.log" >/dev/null
@@ -242,6 +244,7 @@ echo "   B: $(b "SELECT count(*) FROM e2e_got") rows; $(delivered) deliveries:" 
   "($(b "SELECT count(*) FILTER (WHERE NOT was_new AND redelivered) FROM e2e_delivery") flagged redelivered by the broker," \
   "$(b "SELECT count(*) FILTER (WHERE NOT was_new AND NOT redelivered) FROM e2e_delivery") not: publishes the relay repeated)"
 echo "   consumer runs: $(tr '\n' ' ' <"$work/consumer.runs")"
+echo "   the relay streamed from: $(grep -o 'streaming slot "whizbang_outbox" from [0-9A-F/]*' "$work/relay.log" | sed 's/.* from //' | tr '\n' ' ')"
 check_eq "the producers had no errors but lost connections" "errors=0" "$(grep -o 'errors=[0-9]*' <<<"$stats")"
 check_eq "they rolled back whole transactions and savepoints" yes \
   "$([[ $stats =~ rolled_back=[1-9] ]] && [[ $stats =~ savepoints_rolled_back=[1-9] ]] && echo yes || echo no)"
