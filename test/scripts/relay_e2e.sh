@@ -61,9 +61,12 @@ rabbit_prereqs || exit 1
 work=$(mktemp -d /tmp/whizbang-relay-e2e.XXXXXX)
 chmod 777 "$work"  # the server (user postgres) writes its log here at the restart
 pids=()
+supervisor=""
 cleanup() {
-  touch "$work/stop"
-  if [ -s "$work/consumer.pid" ]; then kill -KILL "$(cat "$work/consumer.pid")" 2>/dev/null || true; fi
+  set +e  # every step, whatever failed before (a broker left running outlives the test)
+  touch "$work/stop" "$work/stop_producers"
+  [ -n "$supervisor" ] && kill "$supervisor" 2>/dev/null
+  [ -s "$work/consumer.pid" ] && kill -KILL "$(cat "$work/consumer.pid")" 2>/dev/null
   rabbit_stop
   stop_pids_and_remove "$work"
 }
@@ -141,7 +144,7 @@ supervise_consumer() {
     PGDATABASE=$B "$PY" test/lib/relay_e2e_consumer.py "$RABBIT_URL" e2e.billing "$work/stop" "$work/consumer.pid" \
       "${extra[@]}" || rc=$?
     echo "run $run: exit $rc" >>"$work/consumer.runs"
-    [ $rc -eq 0 ] && [ -e "$work/stop" ] && break
+    [ -e "$work/stop" ] && break
     sleep 0.3
   done
 }
@@ -191,11 +194,11 @@ datadir=$(a "SHOW data_directory")
 as_owner=()
 [ "$(id -u)" -eq 0 ] && as_owner=(runuser -u "$(stat -c %U "$datadir")" --)
 pgctl=$(dirname "$(readlink -f "/proc/$(head -n 1 "$datadir/postmaster.pid")/exe")")/pg_ctl
-opts=$(sed -E 's/^("[^"]*"|[^ ]*) //' "$datadir/postmaster.opts")
+server_opts=$(sed -E 's/^("[^"]*"|[^ ]*) //' "$datadir/postmaster.opts")
 echo "   at $(sent) messages committed in A, $(delivered) deliveries in B ($(positions))"
 "${as_owner[@]}" "$pgctl" -D "$datadir" stop -m immediate -w >/dev/null
 sleep 3
-"${as_owner[@]}" "$pgctl" -D "$datadir" start -w -o "$opts" -l "$work/server-restart.log" >/dev/null
+"${as_owner[@]}" "$pgctl" -D "$datadir" start -w -o "$server_opts" -l "$work/server-restart.log" >/dev/null
 progress sent 300
 progress delivered 300
 
