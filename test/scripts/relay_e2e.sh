@@ -17,8 +17,8 @@
 #   - Meanwhile: kill -9 of the relay, messages committed while it is down, a new relay; kill -9
 #     of the consumer (once by itself right after a commit, before its ack: a redelivery of a
 #     stored message whatever the timing; once from here at any point); pg_ctl stop -m
-#     immediate of the cluster and a start a few seconds later, the relay, the producers and
-#     the consumer connecting again by themselves.
+#     immediate of the cluster and a start 3 s later: the relay and the producers connect
+#     again by themselves, the consumer exits (3) and the loop starts it again.
 # Checked at the end: every message that committed in A is in B's inbox once, no message rolled
 # back (whole transaction or savepoint) is; per stream the order of B's stream_seq is A's commit
 # order; repeats happened and were absorbed by the inbox's dedup (the consumer's own crash
