@@ -18,7 +18,7 @@ WB_TEST_PACKAGES=(
   nodejs npm  # test/scripts/node_worker.sh: examples/node/inbox_worker.js (pg from npm)
   "postgresql-$WB_PG_MAJOR-cron"  # test/scripts/pg_cron.sh: pg_cron scheduling CALL whizbang.run_maintenance()
   prometheus-postgres-exporter  # test/scripts/prometheus_exporter.sh: contrib/prometheus/whizbang_queries.yaml
-  rabbitmq-server python3-pika  # test/scripts/relay_rabbitmq.sh: a throw-away broker, queues set up and read back
+  rabbitmq-server python3-pika  # test/scripts/relay_rabbitmq.sh, relay_e2e.sh: a throw-away broker, its queues set up, read and consumed
 )
 
 wb_log() { printf '==> %s\n' "$*" >&2; }

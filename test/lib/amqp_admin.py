@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
-"""RabbitMQ set-up and read-back for test/scripts/relay_rabbitmq.sh (python3-pika).
+"""RabbitMQ set-up and read-back for the relay's script tests (python3-pika).
 
-  amqp_admin.py URL queue NAME                      a durable queue
+  amqp_admin.py URL queue NAME [single-active]      a durable queue; single-active: with
+                                                    x-single-active-consumer (one consumer at a
+                                                    time gets messages: a replacement does not
+                                                    overtake a dead one's unacknowledged ones)
   amqp_admin.py URL exchange NAME TYPE              a durable exchange
   amqp_admin.py URL bind QUEUE EXCHANGE KEY         a binding
   amqp_admin.py URL count QUEUE / purge QUEUE       how many messages QUEUE holds / empties it
@@ -20,7 +23,8 @@ url, command, *rest = sys.argv[1:]
 connection = pika.BlockingConnection(pika.URLParameters(url))
 channel = connection.channel()
 if command == "queue":
-    channel.queue_declare(queue=rest[0], durable=True)
+    arguments = {"x-single-active-consumer": True} if rest[1:] == ["single-active"] else None
+    channel.queue_declare(queue=rest[0], durable=True, arguments=arguments)
 elif command == "exchange":
     channel.exchange_declare(exchange=rest[0], exchange_type=rest[1], durable=True)
 elif command == "bind":

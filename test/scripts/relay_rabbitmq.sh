@@ -25,15 +25,9 @@ source test/lib/checks.sh
 # shellcheck source=../../scripts/lib.sh
 source scripts/lib.sh
 
-RABBIT_BIN=/usr/lib/rabbitmq/bin
-[ -x "$RABBIT_BIN/rabbitmq-server" ] || { echo "FAIL rabbitmq-server is not installed (Debian: rabbitmq-server)"; exit 1; }
-PY=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c 'import pika' 2>/dev/null; then PY=$candidate; break; fi
-done
-[ -n "$PY" ] || { echo "FAIL no python3 with pika found (Debian: python3-pika)"; exit 1; }
-EPMD=$(find /usr/lib/erlang -path "*/erts-*/bin/epmd" 2>/dev/null | head -1)
-[ -x "$EPMD" ] || { echo "FAIL epmd not found (Debian: erlang-base)"; exit 1; }
+# shellcheck source=../lib/rabbitmq.sh
+source test/lib/rabbitmq.sh
+rabbit_prereqs || exit 1
 
 make -s -f src/relay/sinks.mk build/relay/sink_check >/dev/null
 DRIVER=$PWD/build/relay/sink_check
@@ -42,54 +36,12 @@ DRIVER=$PWD/build/relay/sink_check
 work=$(mktemp -d /tmp/whizbang-relay-rabbitmq.XXXXXX)
 chmod 755 "$work"
 pids=()
-broker_pid=""
-epmd_pid=""
-cleanup() {
-  # The broker first (politely, then by force), then our epmd, then whatever else still runs.
-  if [ -n "$broker_pid" ] && kill -0 "$broker_pid" 2>/dev/null; then
-    timeout 30 "$RABBIT_BIN/rabbitmqctl" stop >/dev/null 2>&1 || true
-    kill -0 "$broker_pid" 2>/dev/null && kill -KILL -- -"$broker_pid" 2>/dev/null
-    wait "$broker_pid" 2>/dev/null || true
-  fi
-  if [ -n "$epmd_pid" ] && kill -0 "$epmd_pid" 2>/dev/null; then
-    kill "$epmd_pid" 2>/dev/null || true
-    wait "$epmd_pid" 2>/dev/null || true
-  fi
-  stop_pids_and_remove "$work"
-}
-trap cleanup EXIT
+trap 'rabbit_stop; stop_pids_and_remove "$work"' EXIT
+rabbit_start "$work" || exit 1
+beam_pid=$RABBIT_BEAM_PID
 
-# --- the broker: nothing of /etc/rabbitmq or /var/lib/rabbitmq is used -------------------------
-mkdir -p "$work/home" "$work/mnesia" "$work/log"
-echo '[].' >"$work/enabled_plugins"  # no management plugin, no port 15672
-: >"$work/rabbitmq-env.conf"
-echo 'loopback_users = none' >"$work/rabbitmq.conf"
-export HOME=$work/home  # the Erlang cookie the broker and rabbitmqctl share
-export RABBITMQ_NODENAME="wbrelay$$@localhost" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
-RABBITMQ_NODE_PORT=$(wb_free_port)
-RABBITMQ_DIST_PORT=$(wb_free_port)
-ERL_EPMD_PORT=$(wb_free_port)
-export RABBITMQ_NODE_PORT RABBITMQ_DIST_PORT ERL_EPMD_PORT
-export RABBITMQ_MNESIA_BASE=$work/mnesia RABBITMQ_LOG_BASE=$work/log RABBITMQ_PID_FILE=$work/rabbit.pid \
-  RABBITMQ_ENABLED_PLUGINS_FILE=$work/enabled_plugins RABBITMQ_CONF_ENV_FILE=$work/rabbitmq-env.conf \
-  RABBITMQ_CONFIG_FILE=$work/rabbitmq.conf
-# An epmd of our own, started here so that we know its pid and stop it (the broker would start a
-# daemonised one on ERL_EPMD_PORT and leave it behind).
-"$EPMD" -port "$ERL_EPMD_PORT" &
-epmd_pid=$!
-pids+=("$epmd_pid")
-echo "starting rabbitmq-server $RABBITMQ_NODENAME on 127.0.0.1:$RABBITMQ_NODE_PORT (dist $RABBITMQ_DIST_PORT, epmd $ERL_EPMD_PORT)"
-setsid "$RABBIT_BIN/rabbitmq-server" >"$work/log/server.out" 2>&1 &
-broker_pid=$!
-if ! timeout 120 "$RABBIT_BIN/rabbitmqctl" wait --timeout 110 "$RABBITMQ_PID_FILE" >"$work/log/wait.out" 2>&1; then
-  echo "FAIL the broker did not start; its output:"
-  tail -n 30 "$work/log/server.out" "$work/log/wait.out"
-  exit 1
-fi
-beam_pid=$(cat "$RABBITMQ_PID_FILE")
-
-URL="amqp://guest:guest@127.0.0.1:$RABBITMQ_NODE_PORT/%2F"
-admin() { "$PY" test/lib/amqp_admin.py "$URL" "$@"; }
+URL=$RABBIT_URL
+admin() { amqp_admin "$@"; }
 admin queue orders
 admin queue events
 admin exchange wb.events direct
