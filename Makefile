@@ -73,6 +73,40 @@ ifdef docdir
 	rm -rf '$(WB_DOCDIR)'
 endif
 
+# whizbang-relay (docs/relay.md, DESIGN §3.10): a program, not part of the library. Built with
+# libpq into build/relay/, objects of its own (also for the src/core files it uses), so the
+# per-major stamp above, which removes the library's objects, never touches it. `make` builds
+# it beside the library; `make install` puts it into PostgreSQL's bindir.
+# The sinks that need a client library (sink_http.cpp, sink_amqp.cpp) are built only where
+# src/relay/sinks.mk finds it; it sets WB_RELAY_SINK_SRCS, _CPPFLAGS and _LIBS (empty without it).
+RELAY = build/relay/whizbang-relay
+-include src/relay/sinks.mk
+RELAY_CORE = backoff confirm_tracker outbox_fields relay_options replication_decode sha uuid
+RELAY_SRCS = $(sort $(filter-out src/relay/sink_http.cpp src/relay/sink_amqp.cpp,$(wildcard src/relay/*.cpp)) \
+	$(RELAY_CORE:%=src/core/%.cpp) $(WB_RELAY_SINK_SRCS))
+RELAY_OBJS = $(patsubst src/%.cpp,build/relay/%.o,$(RELAY_SRCS))
+RELAY_DEFS = $(WB_RELAY_SINK_CPPFLAGS)
+RELAY_LIBS = $(WB_RELAY_SINK_LIBS)
+RELAY_CXXFLAGS = -std=c++17 -pthread -O2 -g -Wall -Wextra -Werror -Isrc \
+	-I$(shell $(PG_CONFIG) --includedir) -DWHIZBANG_VERSION=\"$(EXTVERSION)\" $(RELAY_DEFS) -MMD -MP
+all: $(RELAY)
+$(RELAY): $(RELAY_OBJS)
+	$(CXX) -pthread -o $@ $(RELAY_OBJS) -L$(shell $(PG_CONFIG) --libdir) -lpq $(RELAY_LIBS)
+build/relay/%.o: src/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(RELAY_CXXFLAGS) -c -o $@ $<
+build/relay/relay/main.o: whizbang.control
+-include $(RELAY_OBJS:.o=.d)
+install: install-relay
+uninstall: uninstall-relay
+.PHONY: install-relay uninstall-relay
+install-relay: $(RELAY)
+	$(MKDIR_P) '$(DESTDIR)$(bindir)'
+	$(INSTALL_PROGRAM) $(RELAY) '$(DESTDIR)$(bindir)/whizbang-relay'
+uninstall-relay:
+	rm -f '$(DESTDIR)$(bindir)/whizbang-relay'
+EXTRA_CLEAN += build/relay
+
 # PGXN distribution: whizbang-<version>.zip of the committed tree (HEAD) under a
 # whizbang-<version>/ folder. git archive takes only tracked files, so no build output;
 # .gitattributes marks what else stays out (export-ignore: benchmark results, CI files).

@@ -8,6 +8,7 @@ WB_PACKAGES=(
   "postgresql-$WB_PG_MAJOR" "postgresql-server-dev-$WB_PG_MAJOR" postgresql-common
   "postgresql-$WB_PG_MAJOR-pgtap" libtap-parser-sourcehandler-pgtap-perl
   libpq-dev libgtest-dev libbenchmark-dev python3 python3-psycopg2
+  libcurl4-openssl-dev librabbitmq-dev  # whizbang-relay's HTTP and RabbitMQ sinks (src/relay/sinks.mk)
 )
 # What only the test suites use (scripts/test sets WB_WITH_TEST_PACKAGES=1): the demo and the
 # benchmarks do not install a pooler, node or an exporter on a user's machine.
@@ -17,6 +18,7 @@ WB_TEST_PACKAGES=(
   nodejs npm  # test/scripts/node_worker.sh: examples/node/inbox_worker.js (pg from npm)
   "postgresql-$WB_PG_MAJOR-cron"  # test/scripts/pg_cron.sh: pg_cron scheduling CALL whizbang.run_maintenance()
   prometheus-postgres-exporter  # test/scripts/prometheus_exporter.sh: contrib/prometheus/whizbang_queries.yaml
+  rabbitmq-server python3-pika  # test/scripts/relay_rabbitmq.sh, relay_e2e.sh: a throw-away broker, its queues set up, read and consumed
 )
 
 wb_log() { printf '==> %s\n' "$*" >&2; }

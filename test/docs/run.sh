@@ -23,8 +23,8 @@ rc=0
 for store in "${stores[@]}"; do
   opts=()
   [ "$store" = shared_memory ] && opts=(-o shared_preload_libraries=whizbang)
-  # max_prepared_transactions: the pages that show two-phase commit.
-  pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o max_prepared_transactions=10 "${opts[@]}" \
+  # max_prepared_transactions: the pages that show two-phase commit; wal_level: the WAL outbox.
+  pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o max_prepared_transactions=10 -o wal_level=logical "${opts[@]}" \
     bash -c '
       store=$1; shift
       got=$(psql -qXAt -v ON_ERROR_STOP=1 -d postgres -c "CREATE EXTENSION whizbang" -c "SELECT whizbang.lease_store()" \

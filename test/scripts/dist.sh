@@ -7,7 +7,8 @@
 #     untracked; the META.json inside passes meta_version.sh's checks against the control file
 #     inside, and the unpacked tree's Makefile runs without git;
 #   - `make install` puts the docs into a folder of their own (extension/whizbang/, README.md
-#     and docs/*.md), and nothing called README.md into the folder all extensions share;
+#     and docs/*.md), and nothing called README.md into the folder all extensions share; and
+#     whizbang-relay into PostgreSQL's bindir;
 #   - the Makefile stops with a clear message on a server major other than 15.
 # Exits non-zero on failure.
 set -euo pipefail
@@ -100,6 +101,8 @@ check_eq "beside nothing else: the shared folder holds only whizbang/" "whizbang
 check_eq "every docs/*.md is installed" "$(ls docs/*.md | wc -l)" "$(ls "$docfolder"/docs/*.md 2>/dev/null | wc -l)"
 check_eq "make install runs install-docs (it installs README.md into extension/whizbang/)" "1" \
   "$(grep -cE "install .*README\.md '/DESTDIR[^']*/extension/whizbang/'" <<<"$install_cmds" || true)"
+check_eq "make install installs whizbang-relay into PostgreSQL's bindir" "1" \
+  "$(grep -cF "build/relay/whizbang-relay '/DESTDIR$("$(wb_pg_config)" --bindir)/whizbang-relay'" <<<"$install_cmds" || true)"
 mk uninstall-docs DESTDIR="$tmp/root"
 check_eq "make uninstall removes them" "" "$(find "$tmp/root" -path '*/extension/whizbang*' 2>/dev/null)"
 

@@ -8,6 +8,8 @@ extern "C" {
 #include "access/genam.h"
 #include "access/transam.h"
 #include "executor/executor.h"
+#include "replication/message.h"
+#include "replication/slot.h"
 #include "storage/proc.h"
 #if PG_VERSION_NUM >= 160000
 #include "varatt.h"  // VARDATA_ANY and friends left postgres.h in 16
@@ -57,6 +59,26 @@ inline List* insert_index_tuples(ResultRelInfo* rri, TupleTableSlot* slot, EStat
     return ExecInsertIndexTuples(rri, slot, estate, update, no_dup_err, spec_conflict, arbiter_indexes, false);
 #else
     return ExecInsertIndexTuples(rri, slot, estate, update, no_dup_err, spec_conflict, arbiter_indexes);
+#endif
+}
+
+// A transactional or not logical decoding message (17 added `flush`; whizbang's messages ride
+// with their transaction's commit record, which is flushed anyway).
+inline XLogRecPtr log_logical_message(const char* prefix, const char* message, size_t size, bool transactional) {
+#if PG_VERSION_NUM >= 170000
+    return LogLogicalMessage(prefix, message, size, transactional, false);
+#else
+    return LogLogicalMessage(prefix, message, size, transactional);
+#endif
+}
+
+// Whether a replication slot was invalidated (max_slot_wal_keep_size and, from 16, conflicts
+// on a standby); read under ReplicationSlotControlLock. 16 replaced invalidated_at by a cause.
+inline bool slot_invalidated(const ReplicationSlot* slot) {
+#if PG_VERSION_NUM >= 160000
+    return slot->data.invalidated != RS_INVAL_NONE;
+#else
+    return XLogRecPtrIsInvalid(slot->data.restart_lsn) && !XLogRecPtrIsInvalid(slot->data.invalidated_at);
 #endif
 }
 

@@ -7,6 +7,7 @@
 #include "pg/citus/citus_route.h"
 #include "pg/boundary/arrays.h"
 #include "pg/lease/lease_store.h"
+#include "pg/ops/logical_slots.h"
 #include "pg/ops/queues.h"
 #include "pg/boundary/spi.h"
 #include "pg/store/generations.h"
@@ -185,8 +186,14 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
             oldest_seconds = std::max<int64_t>(0, (now - oldest) / USECS_PER_SEC);
         }
     }
+    // The WAL outbox's slots (DESIGN §3.10), on the server stats() runs on.
+    const LogicalSlots slots = logical_slots();
     const std::pair<const char*, int64_t> dedup[] = {{"dedup_generations", generations},
-                                                     {"dedup_oldest_generation_seconds", oldest_seconds}};
+                                                     {"dedup_oldest_generation_seconds", oldest_seconds},
+                                                     {"logical_slots", slots.valid},
+                                                     {"logical_slots_lost", slots.invalidated},
+                                                     {"logical_slot_max_lag_bytes", slots.max_lag_bytes},
+                                                     {"logical_slot_max_retained_wal_bytes", slots.max_retained_bytes}};
     std::vector<Datum> names;
     for (const auto& [name, value] : store) names.push_back(text_datum(name));
     for (const auto& [name, value] : dedup) names.push_back(text_datum(name));
