@@ -2698,7 +2698,32 @@ COMMENT ON FUNCTION whizbang.grant_admin(regrole, text[]) IS
 -- fresh install), the rows are copied over, and the work tables go. With the row lease store a
 -- claim now updates the wide message row (docs/performance.md measures that trade).
 
-ALTER TABLE whizbang.wh_inbox
+-- On a distributed install (Citus) the coordinator's update changes the distributed tables, and
+-- Citus applies each change to every shard and every worker's copy. Citus also runs this script
+-- on each worker after the coordinator's own run, when the changes to the distributed tables have
+-- reached the worker already: the workers leave those tables alone. Each such change is EXECUTEd
+-- on the coordinator: Citus sends on the statement itself (a plain statement of an extension
+-- script has the whole script as its text: several commands, refused). (Dropped at the end.)
+CREATE FUNCTION whizbang._update_runs_here() RETURNS boolean
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+    worker boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT NOT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox''::pg_catalog.regclass)'
+           INTO worker;
+    END IF;
+    RETURN NOT worker;
+END
+$f$;
+
+DO $$
+BEGIN
+    IF NOT whizbang._update_runs_here() THEN
+        RETURN;
+    END IF;
+    EXECUTE $ddl$ALTER TABLE whizbang.wh_inbox
     ADD COLUMN stream_seq     bigint,
     ADD COLUMN scheduled_for  timestamptz,
     ADD COLUMN attempts       integer NOT NULL DEFAULT 0,
@@ -2706,10 +2731,18 @@ ALTER TABLE whizbang.wh_inbox
     ADD COLUMN lease_token    bigint,
     ADD COLUMN lease_expiry   timestamptz,
     ADD COLUMN last_error     text,
-    ADD COLUMN processed_at   timestamptz;
+    ADD COLUMN processed_at   timestamptz$ddl$;
+END
+$$;
+
 
 -- The outbox's rows take the inbox's shape (consumer always ''), so one claim engine serves both.
-ALTER TABLE whizbang.wh_outbox
+DO $$
+BEGIN
+    IF NOT whizbang._update_runs_here() THEN
+        RETURN;
+    END IF;
+    EXECUTE $ddl$ALTER TABLE whizbang.wh_outbox
     ADD COLUMN consumer       text COLLATE "C" NOT NULL DEFAULT '' CONSTRAINT wh_outbox_consumer_check CHECK (consumer = ''),
     ADD COLUMN stream_seq     bigint,
     ADD COLUMN scheduled_for  timestamptz,
@@ -2718,7 +2751,9 @@ ALTER TABLE whizbang.wh_outbox
     ADD COLUMN lease_token    bigint,
     ADD COLUMN lease_expiry   timestamptz,
     ADD COLUMN last_error     text,
-    ADD COLUMN processed_at   timestamptz;
+    ADD COLUMN processed_at   timestamptz$ddl$;
+END
+$$;
 
 -- The work rows' values move over. Distributed (Citus) tables are joined on their distribution
 -- column too (the message row has the work row's partition there); on a single server the
@@ -2732,6 +2767,9 @@ BEGIN
         EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
                 '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox_work''::pg_catalog.regclass)'
            INTO distributed;
+    END IF;
+    IF NOT whizbang._update_runs_here() THEN
+        RETURN;
     END IF;
     IF distributed THEN
         same_part := ' AND w.partition_number OPERATOR(pg_catalog.=) m.partition_number';
@@ -2773,15 +2811,35 @@ BEGIN
     END IF;
 END
 $$;
-ALTER TABLE whizbang.wh_inbox ALTER COLUMN scheduled_for SET NOT NULL, ALTER COLUMN partition_number SET NOT NULL;
-ALTER TABLE whizbang.wh_outbox ALTER COLUMN scheduled_for SET NOT NULL, ALTER COLUMN partition_number SET NOT NULL;
+DO $$
+BEGIN
+    IF NOT whizbang._update_runs_here() THEN
+        RETURN;
+    END IF;
+    EXECUTE $ddl$ALTER TABLE whizbang.wh_inbox ALTER COLUMN scheduled_for SET NOT NULL, ALTER COLUMN partition_number SET NOT NULL$ddl$;
+    EXECUTE $ddl$ALTER TABLE whizbang.wh_outbox ALTER COLUMN scheduled_for SET NOT NULL, ALTER COLUMN partition_number SET NOT NULL$ddl$;
+END
+$$;
 
 -- What roles were granted on the work tables (by hand, or by grant_worker / grant_admin) they
 -- keep on the message tables that now hold the work state.
 DO $$
 DECLARE
     g record;
+    v_initial pg_catalog.pg_init_privs[];
 BEGIN
+    IF NOT whizbang._update_runs_here() THEN
+        RETURN;
+    END IF;
+    -- A GRANT run by an extension script is recorded as the extension's initial privilege
+    -- (pg_init_privs), and pg_dump dumps only the grants that differ from those: left so, the
+    -- copied grants would vanish from the applications' dumps. What the message tables had
+    -- there before (a fresh install has the same) is put back after the grants.
+    SELECT pg_catalog.array_agg(i) INTO v_initial
+      FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) ANY (ARRAY['whizbang.wh_inbox'::pg_catalog.regclass,
+                                                      'whizbang.wh_outbox'::pg_catalog.regclass]::pg_catalog.oid[])
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
     FOR g IN
         SELECT t.message, a.grantee, a.privilege_type, a.is_grantable
           FROM (VALUES ('wh_inbox_work', 'wh_inbox'), ('wh_outbox_work', 'wh_outbox')) AS t(work, message)
@@ -2796,60 +2854,73 @@ BEGIN
                                        ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
                                   CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
     END LOOP;
+    DELETE FROM pg_catalog.pg_init_privs i
+     WHERE i.objoid OPERATOR(pg_catalog.=) ANY (ARRAY['whizbang.wh_inbox'::pg_catalog.regclass,
+                                                      'whizbang.wh_outbox'::pg_catalog.regclass]::pg_catalog.oid[])
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass;
+    INSERT INTO pg_catalog.pg_init_privs SELECT (pg_catalog.unnest(v_initial)).*;
 END
 $$;
-DROP TABLE whizbang.wh_inbox_work;
-DROP TABLE whizbang.wh_outbox_work;
-
--- Claims find rows without a stream in due order ...
-CREATE INDEX wh_inbox_due ON whizbang.wh_inbox (scheduled_for)
-    WHERE processed_at IS NULL AND stream_id IS NULL;
--- ... and the head of each stream (its oldest unfinished row) by skipping from stream to
--- stream in this index, so rows waiting behind a busy head are never visited. It also answers
--- "is there an older unfinished row of this stream?" with one probe.
-CREATE INDEX wh_inbox_stream ON whizbang.wh_inbox (consumer, stream_id, stream_seq)
-    WHERE stream_id IS NOT NULL AND processed_at IS NULL;
--- debug_mode leftovers, for perform_maintenance's purge_processed: completed rows only.
-CREATE INDEX wh_inbox_processed ON whizbang.wh_inbox (processed_at) WHERE processed_at IS NOT NULL;
-CREATE INDEX wh_outbox_due ON whizbang.wh_outbox (scheduled_for)
-    WHERE processed_at IS NULL AND stream_id IS NULL;
-CREATE INDEX wh_outbox_stream ON whizbang.wh_outbox (consumer, stream_id, stream_seq)
-    WHERE stream_id IS NOT NULL AND processed_at IS NULL;
-CREATE INDEX wh_outbox_processed ON whizbang.wh_outbox (processed_at) WHERE processed_at IS NOT NULL;
-
-COMMENT ON TABLE whizbang.wh_inbox IS
+-- The work tables go; claims find due rows through partial indexes of the message tables:
+-- wh_*_due the rows without a stream in due order, wh_*_stream the head of each stream (its
+-- oldest unfinished row) by skipping from stream to stream, so rows waiting behind a busy head
+-- are never visited (it also answers "is there an older unfinished row of this stream?" with
+-- one probe), wh_*_processed debug_mode's leftovers for purge_processed.
+DO $$
+BEGIN
+    IF NOT whizbang._update_runs_here() THEN
+        -- The coordinator's DROP took the work tables out of Citus's metadata here, and left
+        -- this node's copies: plain tables now, which only this script may drop.
+        DROP TABLE IF EXISTS whizbang.wh_inbox_work, whizbang.wh_outbox_work;
+        RETURN;
+    END IF;
+    EXECUTE $ddl$DROP TABLE whizbang.wh_inbox_work$ddl$;
+    EXECUTE $ddl$DROP TABLE whizbang.wh_outbox_work$ddl$;
+    EXECUTE $ddl$CREATE INDEX wh_inbox_due ON whizbang.wh_inbox (scheduled_for)
+    WHERE processed_at IS NULL AND stream_id IS NULL$ddl$;
+    EXECUTE $ddl$CREATE INDEX wh_inbox_stream ON whizbang.wh_inbox (consumer, stream_id, stream_seq)
+    WHERE stream_id IS NOT NULL AND processed_at IS NULL$ddl$;
+    EXECUTE $ddl$CREATE INDEX wh_inbox_processed ON whizbang.wh_inbox (processed_at) WHERE processed_at IS NOT NULL$ddl$;
+    EXECUTE $ddl$CREATE INDEX wh_outbox_due ON whizbang.wh_outbox (scheduled_for)
+    WHERE processed_at IS NULL AND stream_id IS NULL$ddl$;
+    EXECUTE $ddl$CREATE INDEX wh_outbox_stream ON whizbang.wh_outbox (consumer, stream_id, stream_seq)
+    WHERE stream_id IS NOT NULL AND processed_at IS NULL$ddl$;
+    EXECUTE $ddl$CREATE INDEX wh_outbox_processed ON whizbang.wh_outbox (processed_at) WHERE processed_at IS NOT NULL$ddl$;
+    EXECUTE $ddl$COMMENT ON TABLE whizbang.wh_inbox IS
     'One row per received message and consumer: the message as received and its work state (schedule, '
-    'attempts, lease, stream position). Deleted when its work completes (debug_mode: marked processed).';
-COMMENT ON TABLE whizbang.wh_outbox IS
+    'attempts, lease, stream position). Deleted when its work completes (debug_mode: marked processed).'$ddl$;
+    EXECUTE $ddl$COMMENT ON TABLE whizbang.wh_outbox IS
     'One row per message to publish: the message and its work state (as wh_inbox). Deleted when published '
-    '(debug_mode: marked processed).';
-COMMENT ON COLUMN whizbang.wh_inbox.stream_seq IS 'Arrival number within (consumer, stream_id); NULL without a stream.';
-COMMENT ON COLUMN whizbang.wh_inbox.partition_number IS
-    'partition_of(coalesce(stream_id, message_id), p_partition_count of the store): claim_work''s p_partitions, and the distribution column under Citus.';
-COMMENT ON COLUMN whizbang.wh_inbox.scheduled_for IS 'Not handed out before this time (ScheduledFor, or a retry''s backoff).';
-COMMENT ON COLUMN whizbang.wh_inbox.attempts IS 'Deliveries so far: + 1 per claim, - 1 per release.';
-COMMENT ON COLUMN whizbang.wh_inbox.lease_instance IS
-    'Row lease store: instance (p_instance_id) holding the current lease; NULL when unleased, and always NULL with leases in shared memory (whizbang.leases lists those).';
-COMMENT ON COLUMN whizbang.wh_inbox.lease_token IS
-    'Row lease store: fencing token of the current lease (wh_lease_token_seq); NULL when unleased or with leases in shared memory.';
-COMMENT ON COLUMN whizbang.wh_inbox.lease_expiry IS
-    'Row lease store: end of the current lease; NULL when unleased or with leases in shared memory.';
-COMMENT ON COLUMN whizbang.wh_inbox.last_error IS 'Error text of the last fail_work.';
-COMMENT ON COLUMN whizbang.wh_inbox.processed_at IS 'With debug_mode: when it was completed (kept, not deleted); NULL otherwise.';
-COMMENT ON COLUMN whizbang.wh_outbox.consumer IS 'Always '''' (CHECK): the outbox has no consumer; kept so one claim engine serves both.';
-COMMENT ON COLUMN whizbang.wh_outbox.stream_seq IS 'Arrival number within stream_id; NULL without a stream.';
-COMMENT ON COLUMN whizbang.wh_outbox.partition_number IS
-    'partition_of(coalesce(stream_id, message_id), p_partition_count of the store): claim_work''s p_partitions, and the distribution column under Citus.';
-COMMENT ON COLUMN whizbang.wh_outbox.scheduled_for IS 'Not handed out before this time (ScheduledFor, or a retry''s backoff).';
-COMMENT ON COLUMN whizbang.wh_outbox.attempts IS 'Deliveries so far: + 1 per claim, - 1 per release.';
-COMMENT ON COLUMN whizbang.wh_outbox.lease_instance IS
-    'Row lease store: instance (p_instance_id) holding the current lease; NULL when unleased or with leases in shared memory.';
-COMMENT ON COLUMN whizbang.wh_outbox.lease_token IS
-    'Row lease store: fencing token of the current lease; NULL when unleased or with leases in shared memory.';
-COMMENT ON COLUMN whizbang.wh_outbox.lease_expiry IS
-    'Row lease store: end of the current lease; NULL when unleased or with leases in shared memory.';
-COMMENT ON COLUMN whizbang.wh_outbox.last_error IS 'Error text of the last fail_work.';
-COMMENT ON COLUMN whizbang.wh_outbox.processed_at IS 'With debug_mode: when it was published (kept, not deleted); NULL otherwise.';
+    '(debug_mode: marked processed).'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.stream_seq IS 'Arrival number within (consumer, stream_id); NULL without a stream.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.partition_number IS
+    'partition_of(coalesce(stream_id, message_id), p_partition_count of the store): claim_work''s p_partitions, and the distribution column under Citus.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.scheduled_for IS 'Not handed out before this time (ScheduledFor, or a retry''s backoff).'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.attempts IS 'Deliveries so far: + 1 per claim, - 1 per release.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.lease_instance IS
+    'Row lease store: instance (p_instance_id) holding the current lease; NULL when unleased, and always NULL with leases in shared memory (whizbang.leases lists those).'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.lease_token IS
+    'Row lease store: fencing token of the current lease (wh_lease_token_seq); NULL when unleased or with leases in shared memory.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.lease_expiry IS
+    'Row lease store: end of the current lease; NULL when unleased or with leases in shared memory.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.last_error IS 'Error text of the last fail_work.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_inbox.processed_at IS 'With debug_mode: when it was completed (kept, not deleted); NULL otherwise.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.consumer IS 'Always '''' (CHECK): the outbox has no consumer; kept so one claim engine serves both.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.stream_seq IS 'Arrival number within stream_id; NULL without a stream.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.partition_number IS
+    'partition_of(coalesce(stream_id, message_id), p_partition_count of the store): claim_work''s p_partitions, and the distribution column under Citus.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.scheduled_for IS 'Not handed out before this time (ScheduledFor, or a retry''s backoff).'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.attempts IS 'Deliveries so far: + 1 per claim, - 1 per release.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.lease_instance IS
+    'Row lease store: instance (p_instance_id) holding the current lease; NULL when unleased or with leases in shared memory.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.lease_token IS
+    'Row lease store: fencing token of the current lease; NULL when unleased or with leases in shared memory.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.lease_expiry IS
+    'Row lease store: end of the current lease; NULL when unleased or with leases in shared memory.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.last_error IS 'Error text of the last fail_work.'$ddl$;
+    EXECUTE $ddl$COMMENT ON COLUMN whizbang.wh_outbox.processed_at IS 'With debug_mode: when it was published (kept, not deleted); NULL otherwise.'$ddl$;
+END
+$$;
 
 COMMENT ON VIEW whizbang.leases IS
     'Every lease held on inbox and outbox work, in whichever lease store runs (whizbang.lease_store()): holder '
@@ -3298,6 +3369,8 @@ COMMENT ON FUNCTION whizbang.unseal_dedup_generation(pg_catalog.regclass) IS
     'p_generation, 22023 a table that is not a generation, 42501 without DELETE on '
     'whizbang.wh_message_deduplication (the maintenance capability), 55000 on a table not in generations.';
 
+DROP FUNCTION whizbang._update_runs_here();
+
 -- ---------------------------------------------------------------------------------------
 -- 0.14.0 -> 0.15.0
 -- ---------------------------------------------------------------------------------------
@@ -3363,7 +3436,7 @@ COMMENT ON FUNCTION whizbang.create_outbox_relay(name, name, boolean) IS
     'Creates the logical replication slot (pgoutput, not two_phase; failover on 17+ when p_failover) and the '
     'empty publication that whizbang-relay reads; the slot receives what commits after it was created. Needs '
     'wal_level = logical and a role with REPLICATION (or superuser) and CREATE on the database; must be the '
-    'first write of its transaction (docs/outbox.md#the-wal-outbox).';
+    'first write of its transaction (docs/outbox.md#the-wal-outbox-0150).';
 
 CREATE FUNCTION whizbang.drop_outbox_relay(
     p_slot name DEFAULT 'whizbang_outbox',
@@ -3385,7 +3458,7 @@ $$;
 REVOKE ALL ON FUNCTION whizbang.drop_outbox_relay(name, name) FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.drop_outbox_relay(name, name) IS
     'Drops the relay''s slot and publication (each if it exists). What the slot had not yet confirmed is not '
-    'relayed: stop emitting first (docs/outbox.md#the-wal-outbox).';
+    'relayed: stop emitting first (docs/outbox.md#the-wal-outbox-0150).';
 
 -- grant_worker's 'outbox' capability covers the WAL path too: emitting is storing by other means.
 CREATE OR REPLACE FUNCTION whizbang._capability_grants()
