@@ -7,6 +7,9 @@
 //   floor  the same, but the batch goes through plain pg_logical_emit_message(true,
 //          'whizbang.outbox', text) (one call per message, one statement per batch): what the WAL
 //          outbox costs without emit_outbox_messages' checks and normalisation
+//   paced  as wal, but each client emits one batch every --pace-ms (the second client half a
+//          period later): the commit-to-file latency at a load the relay keeps up with (under
+//          wal's full load it is mostly the relay's backlog)
 //   table  each client loops store_outbox_messages(<batch>) -> claim_work(.., 'outbox', batch)
 //          -> append the claimed messages to the file as NDJSON lines + fsync ->
 //          complete_outbox_published(ids); three transactions, as bench/outbox's `native`
@@ -35,7 +38,8 @@ namespace {
 using namespace bench;
 
 struct Options {
-    std::string methods = "wal,table,floor";
+    std::string methods = "wal,table,floor,paced";
+    double pace_ms = 25;
     int conns = 2, batch = 100, envelope_bytes = 1000, rounds = 3, warm_batches = 20, lease_seconds = 300;
     double seconds = 5, drain_timeout = 120;
     long max_msgs = 300000;  // pool cap per client (about 1.2 KB each)
@@ -44,7 +48,7 @@ struct Options {
 
 [[noreturn]] void usage(const char* why) {
     std::fprintf(stderr,
-                 "relay_driver: %s\nusage: relay_driver [--methods=wal,table,floor] [--conns=2] [--batch=100] "
+                 "relay_driver: %s\nusage: relay_driver [--methods=wal,table,floor,paced] [--pace-ms=25] [--conns=2] [--batch=100] "
                  "[--envelope-bytes=1000] [--rounds=3] [--seconds=5] [--warm-batches=20] [--max-msgs=300000] "
                  "[--drain-timeout=120] --relay=PATH [--dir=/tmp] [--slot=whizbang_outbox] "
                  "[--publication=whizbang_outbox] [--md=FILE]\n(the database: libpq's PG* environment)\n",
@@ -61,6 +65,7 @@ Options parse_options(int argc, char** argv) {
         std::string k = a.substr(0, eq), v = a.substr(eq + 1);
         if (k == "--methods") o.methods = v;
         else if (k == "--conns") o.conns = std::stoi(v);
+        else if (k == "--pace-ms") o.pace_ms = std::stod(v);
         else if (k == "--batch") o.batch = std::stoi(v);
         else if (k == "--envelope-bytes") o.envelope_bytes = std::stoi(v);
         else if (k == "--rounds") o.rounds = std::stoi(v);
@@ -76,8 +81,8 @@ Options parse_options(int argc, char** argv) {
         else usage(("unknown option " + k).c_str());
     }
     for (auto& m : split(o.methods, ','))
-        if (m != "wal" && m != "floor" && m != "table") usage(("unknown method " + m).c_str());
-    if (o.conns < 1 || o.batch < 1 || o.rounds < 1 || o.seconds <= 0) usage("counts must be positive");
+        if (m != "wal" && m != "floor" && m != "table" && m != "paced") usage(("unknown method " + m).c_str());
+    if (o.conns < 1 || o.batch < 1 || o.rounds < 1 || o.seconds <= 0 || o.pace_ms <= 0) usage("counts must be positive");
     return o;
 }
 
@@ -180,7 +185,7 @@ using Workers = std::vector<std::unique_ptr<Worker>>;
 // wal / floor: one transaction (autocommit) emitting batch `next`.
 std::string emit_step(Worker& w, const std::string& method, int batch) {
     const char* v[1] = {w.batches[w.next].c_str()};
-    PgResult r(PQexecPrepared(w.conn, method.c_str(), 1, v, nullptr, nullptr, 0));
+    PgResult r(PQexecPrepared(w.conn, method == "floor" ? "floor" : "wal", 1, v, nullptr, nullptr, 0));
     auto t = Clock::now();
     if (PQresultStatus(r.r) != PGRES_TUPLES_OK) return "ERROR: " + method + ": " + one_line(PQresultErrorMessage(r.r));
     w.committed[w.next] = t;
@@ -524,14 +529,22 @@ Cell run_relay_cell(const Options& o, const std::string& method, int round, PGco
     const CpuMark cpu0 = cpu_mark(ws, walsender, relay.pid());
     Clock::time_point t0;
     std::vector<std::thread> ts;
-    for (auto& w : ws)
-        ts.emplace_back([&, wp = w.get()] {
+    const bool paced = method == "paced";
+    for (std::size_t k = 0; k < ws.size(); ++k)
+        ts.emplace_back([&, k, wp = ws[k].get()] {
             gate.arrive_and_wait();
             auto deadline = t0 + std::chrono::duration<double>(o.seconds);
-            while (Clock::now() < deadline && wp->problem.empty()) {
+            // paced: batch n of client k at t0 + (n + k / conns) periods
+            const auto period = std::chrono::duration<double, std::milli>(o.pace_ms);
+            for (long n = 0; Clock::now() < deadline && wp->problem.empty(); ++n) {
                 if (wp->next >= wp->batches.size()) {
                     wp->exhausted = true;
                     break;
+                }
+                if (paced) {
+                    auto at = t0 + std::chrono::duration_cast<Clock::duration>(period * (n + static_cast<double>(k) / ws.size()));
+                    if (at >= deadline) break;
+                    std::this_thread::sleep_until(at);
                 }
                 wp->note(emit_step(*wp, method, o.batch));
             }
@@ -772,6 +785,9 @@ void write_markdown(const Options& o, const std::vector<std::string>& methods, c
           "slot and appends a line per message to the file, fsyncs it and then confirms the slot.\n"
        << "- **floor**: the same, but each message goes through plain `pg_logical_emit_message(true, 'whizbang.outbox', "
           "text)` (one statement per batch): the WAL outbox without emit_outbox_messages' checks and normalisation.\n"
+       << "- **paced**: as wal, but each client emits one batch every " << fmt("%g", o.pace_ms) << " ms (offered: "
+       << fmt_int(o.conns * o.batch * 1000.0 / o.pace_ms) << " msgs/s in all): the commit-to-file latency at a load the "
+          "relay keeps up with; under wal's full load the latency is mostly the relay's backlog.\n"
        << "- **table**: each client loops `store_outbox_messages` (" << o.batch << ") → `claim_work(instance, 'outbox', "
        << o.batch << ", " << o.lease_seconds << ")` → append the claimed messages as NDJSON lines to one file (O_APPEND) "
           "and fsync it → `complete_outbox_published(ids)`; three transactions, as bench/outbox's `native`. A client "
@@ -786,7 +802,7 @@ void write_markdown(const Options& o, const std::vector<std::string>& methods, c
           "to the slot confirmed. **WAL B/msg**: `pg_current_wal_insert_lsn()` after minus before the window, per "
           "message (commit records and everything else written meanwhile included). **payload**: mean bytes of a "
           "message's line in the file (wal and floor: the logical message's content, which is what the relay writes). "
-          "**p50/p99 ms** (wal, floor): per message, the time its line was first seen in the file (a thread of this "
+          "**p50/p99 ms** (wal, floor, paced): per message, the time its line was first seen in the file (a thread of this "
           "driver reads the file's new bytes every 1 ms; a line is visible after the relay's write(), at or before its "
           "fsync) minus the time the client's autocommit emit of its batch returned (client clock, after COMMIT). "
           "**CPU us/msg**: over first emit → drained, from /proc: the clients' server backends, the walsender of the "
