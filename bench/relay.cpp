@@ -858,12 +858,19 @@ void write_markdown(const Options& o, const std::vector<std::string>& methods, c
            << " | " << rate.size() << " of " << o.rounds << " |\n";
     }
     // Ratios of cells measured in the same round (the machine's speed drifts over a run).
-    md << "\n#### Ratios, per round (msgs/s of the two cells of the same round) and their median\n\n"
-       << "| ratio | per round | median | target |\n|---|---|---:|---|\n";
+    md << "\n#### Ratios, per round (the two cells of the same round) and their median\n\n"
+       << "msgs/s: x's divided by table's. CPU: table's CPU per message divided by x's, counting the processes "
+          "the method runs (clients' backends, walsender, relay, driver; not \"other\"), so above 1 favours x: on "
+          "cores shared with other work this moves less than msgs/s.\n\n"
+       << "| ratio | msgs/s per round | median | target | CPU per round | median |\n|---|---|---:|---|---|---:|\n";
+    auto own = [](const Cell& c) {
+        return std::max(0.0, c.cpu_backends) + std::max(0.0, c.cpu_walsender) + std::max(0.0, c.cpu_relay) +
+               std::max(0.0, c.cpu_driver);
+    };
     for (const char* x : {"wal", "floor"}) {
         if (!has(methods, x) || !has(methods, "table")) continue;
-        std::vector<double> q;
-        std::string per;
+        std::vector<double> q, qc;
+        std::string per, perc;
         for (int r = 1; r <= o.rounds; ++r) {
             const Cell *a = nullptr, *b = nullptr;
             for (auto& c : cells) {
@@ -871,17 +878,20 @@ void write_markdown(const Options& o, const std::vector<std::string>& methods, c
                 if (c.method == x) a = &c;
                 if (c.method == "table") b = &c;
             }
-            if (!a || !b || b->msgs_per_s <= 0) {
+            if (!a || !b || b->msgs_per_s <= 0 || own(*a) <= 0) {
                 per += (per.empty() ? "" : ", ") + std::string("n/a");
+                perc += (perc.empty() ? "" : ", ") + std::string("n/a");
                 continue;
             }
             q.push_back(a->msgs_per_s / b->msgs_per_s);
             per += (per.empty() ? "" : ", ") + fmt("%.2f", q.back()) + "x";
+            qc.push_back(own(*b) / own(*a));
+            perc += (perc.empty() ? "" : ", ") + fmt("%.2f", qc.back());
         }
         double m = median_of(q);
         md << "| " << x << " / table | " << per << " | " << (q.empty() ? "n/a" : fmt("%.2f", m) + "x") << " | "
            << (std::string(x) == "wal" ? (q.empty() ? "≥ 3x: n/a" : std::string("≥ 3x: ") + (m >= 3 ? "met" : "**missed**")) : "")
-           << " |\n";
+           << " | " << perc << " | " << (qc.empty() ? "n/a" : fmt("%.2f", median_of(qc))) << " |\n";
     }
     if (has(methods, "wal")) {
         std::vector<double> over;
