@@ -89,7 +89,7 @@ bench_describe() {
   settings=$("${psql[@]}" -At -F ' = ' -c "SELECT name, current_setting(name)
       FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers',
         'full_page_writes', 'wal_level', 'wal_compression', 'max_wal_size', 'checkpoint_timeout',
-        'autovacuum', 'jit', 'max_connections') ORDER BY name")
+        'autovacuum', 'jit', 'max_connections', 'shared_preload_libraries') ORDER BY name")
   version=$("${psql[@]}" -At -c 'SELECT version()')
   extversion=$("${psql[@]}" -At -c "SELECT coalesce((SELECT extversion FROM pg_extension
       WHERE extname = 'whizbang'), 'not installed')")
