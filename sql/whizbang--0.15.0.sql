@@ -3436,7 +3436,8 @@ COMMENT ON FUNCTION whizbang.create_outbox_relay(name, name, boolean) IS
     'Creates the logical replication slot (pgoutput, not two_phase; failover on 17+ when p_failover) and the '
     'empty publication that whizbang-relay reads; the slot receives what commits after it was created. Needs '
     'wal_level = logical and a role with REPLICATION (or superuser) and CREATE on the database; must be the '
-    'first write of its transaction (docs/outbox.md#the-wal-outbox-0150).';
+    'first write of its transaction (docs/outbox.md#the-wal-outbox-0150). Errors: 22004, 55000 (wal_level not '
+    'logical), 0A000 (p_failover before PostgreSQL 17), 42710 (the slot exists), 42501.';
 
 CREATE FUNCTION whizbang.drop_outbox_relay(
     p_slot name DEFAULT 'whizbang_outbox',
@@ -3458,7 +3459,8 @@ $$;
 REVOKE ALL ON FUNCTION whizbang.drop_outbox_relay(name, name) FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.drop_outbox_relay(name, name) IS
     'Drops the relay''s slot and publication (each if it exists). What the slot had not yet confirmed is not '
-    'relayed: stop emitting first (docs/outbox.md#the-wal-outbox-0150).';
+    'relayed: stop emitting first (docs/outbox.md#the-wal-outbox-0150). Errors: 22004, 55006 (a relay is using '
+    'the slot), 42501.';
 
 -- grant_worker's 'outbox' capability covers the WAL path too: emitting is storing by other means.
 CREATE OR REPLACE FUNCTION whizbang._capability_grants()

@@ -94,8 +94,11 @@ contents=$(decoded)
 q -c "CREATE DATABASE receiver"
 q -d receiver -c "CREATE EXTENSION whizbang" >/dev/null
 check_eq "store_inbox_messages stores the relayed message" "$(id 11)|t" \
-  "$(q -d receiver -v m="$contents" -c "SELECT message_id, was_newly_created FROM whizbang.store_inbox_messages(
-       jsonb_build_array(:'m'::jsonb || '{\"HandlerName\": \"receiver\"}'))" 2>&1)"
+  "$(q -d receiver -v m="$contents" 2>&1 <<'SQL'
+SELECT message_id, was_newly_created FROM whizbang.store_inbox_messages(
+  jsonb_build_array(:'m'::jsonb || '{"HandlerName": "receiver"}'))
+SQL
+)"
 
 echo "== e. create_outbox_relay, stats(), drop_outbox_relay"
 q -c "SELECT pg_drop_replication_slot('wb_emit_test')"
