@@ -20,6 +20,31 @@ BENCH_CHECKPOINT_TIMEOUT=${BENCH_CHECKPOINT_TIMEOUT:-30min}
 export BENCH_FSYNC BENCH_SYNC_COMMIT BENCH_SHARED_BUFFERS BENCH_WAIT_IDLE BENCH_MAX_WAL_SIZE \
   BENCH_CHECKPOINT_TIMEOUT BENCH_IDLE_NOTE
 
+# PG_CONFIG naming a major built from source (not Debian's wb_pg_config; needs scripts/lib.sh):
+# put test/lib/vendor-pg and that build's bin first in PATH, so that bench_exec_in_cluster's
+# pg_virtualenv, psql and pgbench are that major's (Debian's pg_virtualenv would start a
+# cluster of its own default major). Sets BENCH_PGC to the pg_config to build and install with.
+bench_select_major() {
+  BENCH_PGC=${PG_CONFIG:-$(wb_pg_config)}
+  if [ "$BENCH_PGC" != "$(wb_pg_config)" ]; then
+    WB_PG_PREFIX=$(cd "$("$BENCH_PGC" --bindir)/.." && pwd)
+    export WB_PG_PREFIX PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/test/lib/vendor-pg:$WB_PG_PREFIX/bin:$PATH"
+  fi
+}
+
+# Installs whizbang into BENCH_PGC's PostgreSQL unless BENCH_INSTALL=0 (after bench_select_major).
+bench_install() {
+  if [ "${BENCH_INSTALL:-1}" = 0 ]; then
+    wb_ensure_packages
+    wb_log "BENCH_INSTALL=0: measuring the whizbang already installed in $("$BENCH_PGC" --pkglibdir)"
+  elif [ "$BENCH_PGC" != "$(wb_pg_config)" ]; then
+    wb_ensure_packages
+    wb_build_install_with "$BENCH_PGC"
+  else
+    wb_setup
+  fi
+}
+
 # Share of all cores busy over two seconds, in percent (from /proc/stat).
 bench_busy_pct() {
   local a b

@@ -112,7 +112,7 @@ const char* kStoreSql = "SELECT count(*) FILTER (WHERE was_newly_created) FROM w
 const char* kClaimSql =
     "SELECT message_id, destination, message_type, envelope, metadata FROM whizbang.claim_work($1::uuid, 'outbox', $2::int, $3::int)";
 const char* kCompleteSql = "SELECT whizbang.complete_outbox_published($1::uuid[])";
-// (0.14.0 merged the work rows into wh_outbox: bench/outbox_reference.sql still names wh_outbox_work.)
+// (Since 0.14.0 the work state lives in wh_outbox's own rows: there is no wh_outbox_work to empty.)
 const char* kTables = "whizbang.wh_outbox, whizbang.wh_outbox_streams, whizbang.wh_outbox_preleased";
 
 std::uint64_t parse_lsn(const char* s) {
