@@ -136,7 +136,7 @@ metric() { awk -v k="$1" '$1 == k { print $2 }' <<<"$metrics"; }
 
 check_eq "the exporter is up and reached the database" 1 "$(metric 'pg_up{}')"
 check_eq "no scrape error" 0 "$(metric 'pg_exporter_last_scrape_error{}')"
-check_eq "25 whizbang_stats_value metrics (5 of them the lease store's, 2 of waiting claims, 2 of dedup generations)" 25 "$(grep -c '^whizbang_stats_value{metric=' <<<"$metrics" || true)"
+check_eq "29 whizbang_stats_value metrics (5 of them the lease store's, 2 of waiting claims, 2 of dedup generations, 4 of logical slots)" 29 "$(grep -c '^whizbang_stats_value{metric=' <<<"$metrics" || true)"
 check_eq "stats: inbox pending 2, leased 1, scheduled 0, dead-lettered 1" "2 1 0 1" \
   "$(for k in pending leased scheduled dead_lettered; do metric "whizbang_stats_value{metric=\"inbox_$k\"}"; done | xargs)"
 check_eq "stats: outbox pending 2, leased 0, dead-lettered 0" "2 0 0" \
