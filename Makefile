@@ -81,7 +81,7 @@ endif
 # src/relay/sinks.mk finds it; it sets WB_RELAY_SINK_SRCS, _CPPFLAGS and _LIBS (empty without it).
 RELAY = build/relay/whizbang-relay
 -include src/relay/sinks.mk
-RELAY_CORE = backoff confirm_tracker outbox_fields relay_options replication_decode sha uuid
+RELAY_CORE = backoff canonical_json confirm_tracker outbox_fields relay_options replication_decode sha uuid
 RELAY_SRCS = $(sort $(filter-out src/relay/sink_http.cpp src/relay/sink_amqp.cpp,$(wildcard src/relay/*.cpp)) \
 	$(RELAY_CORE:%=src/core/%.cpp) $(WB_RELAY_SINK_SRCS))
 RELAY_OBJS = $(patsubst src/%.cpp,build/relay/%.o,$(RELAY_SRCS))

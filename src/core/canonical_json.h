@@ -6,6 +6,7 @@
 // negative zero removed. Duplicate object keys keep the last value (as jsonb does).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,5 +37,8 @@ std::string canonical_number(std::string_view literal);
 
 // SHA-256 of canonical_json(json, ignore_paths).
 Sha256Digest fingerprint(std::string_view json, const std::vector<std::string>& ignore_paths = {});
+
+// Appends code point `cp` (at most U+10FFFF) to `out` as UTF-8.
+void append_utf8(std::string& out, std::uint32_t cp);
 
 }  // namespace whizbang::core

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "civil_date.h"
+
 namespace whizbang::core {
 
 void append_json_string(std::string& out, std::string_view text) {
@@ -29,23 +31,6 @@ void append_json_string(std::string& out, std::string_view text) {
     }
     out.push_back('"');
 }
-
-namespace {
-
-// Days since 1970-01-01 to a civil date (Howard Hinnant's days_from_civil, inverted).
-void civil_from_days(std::int64_t z, int& y, unsigned& m, unsigned& d) {
-    z += 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const auto doe = static_cast<unsigned>(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    d = doy - (153 * mp + 2) / 5 + 1;
-    m = mp < 10 ? mp + 3 : mp - 9;
-    y = static_cast<int>(yoe + era * 400 + (m <= 2 ? 1 : 0));
-}
-
-}  // namespace
 
 std::string utc_timestamp_text(std::int64_t unix_us) {
     constexpr std::int64_t kUsPerDay = 86400LL * 1000000LL;

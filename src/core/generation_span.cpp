@@ -1,5 +1,7 @@
 #include "generation_span.h"
 
+#include "civil_date.h"
+
 #include <algorithm>
 #include <cstdio>
 
@@ -7,19 +9,8 @@ namespace whizbang::core::generations {
 namespace {
 
 constexpr std::int64_t kMicrosPerDay = 24 * kMicrosPerHour;
-
-// The civil date of a day count since 2000-01-01 (Howard Hinnant's days_from_civil, inverted).
-void civil_from_days(std::int64_t days_since_2000, int& y, unsigned& m, unsigned& d) {
-    const std::int64_t z = days_since_2000 + 10957 + 719468;  // days since 0000-03-01
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const unsigned doe = static_cast<unsigned>(z - era * 146097);
-    const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const unsigned mp = (5 * doy + 2) / 153;
-    d = doy - (153 * mp + 2) / 5 + 1;
-    m = mp < 10 ? mp + 3 : mp - 9;
-    y = static_cast<int>(yoe + era * 400 + (m <= 2 ? 1 : 0));
-}
+// Spans count from 2000-01-01 (PostgreSQL's epoch).
+constexpr std::int64_t kDays1970To2000 = 10957;
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0); }
 
@@ -76,7 +67,7 @@ std::string generation_name(const std::string& base, const Span& s) {
     const std::int64_t in_day = s.start - day * kMicrosPerDay;
     int y = 0;
     unsigned m = 0, d = 0;
-    civil_from_days(day, y, m, d);
+    core::civil_from_days(day + kDays1970To2000, y, m, d);
     char buf[32];
     if (in_day == 0) {
         std::snprintf(buf, sizeof buf, "_g%04d%02u%02u", y, m, d);
@@ -93,7 +84,7 @@ std::string utc_literal(std::int64_t t) {
     const std::int64_t in_day = t - day * kMicrosPerDay;
     int y = 0;
     unsigned m = 0, d = 0;
-    civil_from_days(day, y, m, d);
+    core::civil_from_days(day + kDays1970To2000, y, m, d);
     const std::int64_t seconds = in_day / 1000000;
     char buf[48];
     std::snprintf(buf, sizeof buf, "%04d-%02u-%02u %02d:%02d:%02d.%06d+00", y, m, d, static_cast<int>(seconds / 3600),

@@ -204,24 +204,6 @@ private:
         return v;
     }
 
-    static void put_utf8(std::string& out, std::uint32_t cp) {
-        if (cp < 0x80) {
-            out += static_cast<char>(cp);
-        } else if (cp < 0x800) {
-            out += static_cast<char>(0xc0 | (cp >> 6));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        } else if (cp < 0x10000) {
-            out += static_cast<char>(0xe0 | (cp >> 12));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        } else {
-            out += static_cast<char>(0xf0 | (cp >> 18));
-            out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-            out += static_cast<char>(0x80 | (cp & 0x3f));
-        }
-    }
-
     // One UTF-8 sequence of the raw text, checked (no overlongs, surrogates or beyond U+10FFFF).
     void utf8(std::string& out) {
         const auto b0 = static_cast<unsigned char>(text_[pos_]);
@@ -289,7 +271,7 @@ private:
                     }
                     // \u0000 is valid JSON; jsonb refuses it, and no UUID or name holds it.
                     if (cp == 0) fail("\\u0000 in a string");
-                    put_utf8(out, cp);
+                    append_utf8(out, cp);
                     break;
                 }
                 default:
