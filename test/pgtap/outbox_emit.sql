@@ -10,7 +10,7 @@
 -- before its transaction (a transaction that has written may not create a logical slot) and
 -- drops it at the end. The suites' clusters run with wal_level = logical (scripts/test).
 \o /dev/null
-SELECT pg_catalog.pg_create_logical_replication_slot('wb_pgtap_emit', 'test_decoding');
+SELECT pg_catalog.pg_create_logical_replication_slot('wb_pgtap_emit', 'pgoutput');
 \o
 BEGIN;
 SELECT plan(22);
