@@ -756,7 +756,7 @@ CellResult run_cycle_cell(const Options& o, const CycleMethod& m, PGconn* admin,
         for (auto& n : notes) res.check += (res.check.empty() ? "" : "; ") + n;
     }
     res.valid = res.ids > 0 && p.empty() && twice == 0 && plan_note.empty() &&
-                std::atol(left.c_str()) == 2 * (o.cycle_rows - handed);
+                std::atol(left.c_str()) == per_message * (o.cycle_rows - handed);
     return res;
 }
 
