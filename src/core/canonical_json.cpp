@@ -286,17 +286,12 @@ private:
             const std::size_t esc = pos_;
             const char e = pos_ + 1 < in_.size() ? in_[pos_ + 1] : '\0';
             pos_ += 2;
-            switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
-                case 'u': append_utf8(out, parse_unicode_escape(esc)); break;
-                default: fail_json(esc, "invalid escape sequence in string");
+            if (const char c = json_simple_escape(e)) {
+                out += c;
+            } else if (e == 'u') {
+                append_utf8(out, parse_unicode_escape(esc));
+            } else {
+                fail_json(esc, "invalid escape sequence in string");
             }
         }
     }
@@ -488,6 +483,20 @@ void append_utf8(std::string& out, std::uint32_t cp) {
         out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
         out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
         out += static_cast<char>(0x80 | (cp & 0x3f));
+    }
+}
+
+char json_simple_escape(char e) {
+    switch (e) {
+        case '"': return '"';
+        case '\\': return '\\';
+        case '/': return '/';
+        case 'b': return '\b';
+        case 'f': return '\f';
+        case 'n': return '\n';
+        case 'r': return '\r';
+        case 't': return '\t';
+        default: return 0;
     }
 }
 

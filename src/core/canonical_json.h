@@ -38,6 +38,10 @@ std::string canonical_number(std::string_view literal);
 // SHA-256 of canonical_json(json, ignore_paths).
 Sha256Digest fingerprint(std::string_view json, const std::vector<std::string>& ignore_paths = {});
 
+// The character a one-letter JSON escape stands for (\" \\ \/ \b \f \n \r \t), or 0 when `e` is no
+// such letter (\u, or an invalid escape).
+char json_simple_escape(char e);
+
 // Appends code point `cp` (at most U+10FFFF) to `out` as UTF-8.
 void append_utf8(std::string& out, std::uint32_t cp);
 

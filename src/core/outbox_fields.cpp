@@ -250,15 +250,11 @@ private:
             ++pos_;
             if (pos_ >= text_.size()) fail("a string is not terminated");
             const char e = text_[pos_++];
+            if (const char c = json_simple_escape(e)) {
+                out += c;
+                continue;
+            }
             switch (e) {
-                case '"': out += '"'; break;
-                case '\\': out += '\\'; break;
-                case '/': out += '/'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'n': out += '\n'; break;
-                case 'r': out += '\r'; break;
-                case 't': out += '\t'; break;
                 case 'u': {
                     std::uint32_t cp = hex4();
                     if (cp >= 0xd800 && cp <= 0xdbff) {
