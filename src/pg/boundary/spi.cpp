@@ -45,12 +45,14 @@ SPIPlanPtr CachedPlan::prepare(const std::vector<Datum>& values, const char* nul
     return plan;
 }
 
-bool split_layout() {
-    return pg_call([] {
+bool whizbang_table_exists(const char* relname) {
+    return pg_call([&] {
         Oid schema = get_namespace_oid("whizbang", true);
-        return OidIsValid(schema) && OidIsValid(get_relname_relid("wh_inbox_work", schema));
+        return OidIsValid(schema) && OidIsValid(get_relname_relid(relname, schema));
     });
 }
+
+bool split_layout() { return whizbang_table_exists("wh_inbox_work"); }
 
 std::string split_twin(const std::string& sql) {
     static const std::string marker = "/*message*/";

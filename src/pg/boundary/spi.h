@@ -12,7 +12,10 @@
 
 namespace whizbang::pg {
 
-// A statement prepared on first use and kept for the life of the backend.
+// Whether schema whizbang has a table of this name: tells which version's objects a database
+// has while the library serves it before its ALTER EXTENSION whizbang UPDATE.
+bool whizbang_table_exists(const char* relname);
+
 // Whether this database still keeps the work state in tables of its own (wh_inbox_work /
 // wh_outbox_work): its whizbang predates 0.14.0 and has not been updated yet. The library serves
 // it until ALTER EXTENSION whizbang UPDATE merges them into the message tables (docs/internals.md).
@@ -23,6 +26,7 @@ bool split_layout();
 // name is followed by the marker comment /*message*/ (the message table in both layouts).
 std::string split_twin(const std::string& sql);
 
+// A statement prepared on first use and kept for the life of the backend.
 class CachedPlan {
 public:
     CachedPlan(std::string sql, std::initializer_list<Oid> arg_types)

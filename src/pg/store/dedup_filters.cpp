@@ -204,12 +204,7 @@ bool generation_sealed(Oid relid) {
 
 // A database whose whizbang predates 0.14.0 (the new library, ALTER EXTENSION UPDATE not run
 // yet) has no table for the filters, and none of its generations is sealed.
-static bool filters_table() {
-    return pg_call([] {
-        const Oid schema = get_namespace_oid("whizbang", true);
-        return OidIsValid(schema) && OidIsValid(get_relname_relid("wh_dedup_filters", schema));
-    });
-}
+static bool filters_table() { return whizbang_table_exists("wh_dedup_filters"); }
 
 int seal_generations(TimestampTz now, TimestampTz horizon, int lock_timeout_ms) {
     // Before 0.14.0's update its generations stay unsealed, as before.

@@ -82,11 +82,7 @@ WB_ROUTED_FUNCTION(wb_store_inbox_messages, by_message) {
     pg_call([&] {
         for (std::size_t i = 0; i < messages.size(); ++i) {
             if (outcomes[i] != core::DedupOutcome::fresh && !every_row) continue;
-            Datum values[3] = {PointerGetDatum(messages[i].id.data()),
-                               messages[i].stream_id ? PointerGetDatum(messages[i].stream_id->data()) : (Datum)0,
-                               BoolGetDatum(outcomes[i] == core::DedupOutcome::fresh)};
-            bool nulls[3] = {false, !messages[i].stream_id, false};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            put_message_row(rsinfo, messages[i], BoolGetDatum(outcomes[i] == core::DedupOutcome::fresh));
         }
     });
     return (Datum)0;
@@ -118,11 +114,7 @@ WB_ROUTED_FUNCTION(wb_inbox_receive, by_message) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     pg_call([&] {
         for (std::size_t i = 0; i < messages.size(); ++i) {
-            Datum values[3] = {PointerGetDatum(messages[i].id.data()),
-                               messages[i].stream_id ? PointerGetDatum(messages[i].stream_id->data()) : (Datum)0,
-                               words[static_cast<int>(outcomes[i])]};
-            bool nulls[3] = {false, !messages[i].stream_id, false};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            put_message_row(rsinfo, messages[i], words[static_cast<int>(outcomes[i])]);
         }
     });
     return (Datum)0;

@@ -184,4 +184,11 @@ std::vector<Message> parse_messages(FunctionCallInfo fcinfo, Source source, bool
     return messages;
 }
 
+void put_message_row(ReturnSetInfo* rsinfo, const Message& m, Datum third) {
+    Datum values[3] = {PointerGetDatum(m.id.data()), m.stream_id ? PointerGetDatum(m.stream_id->data()) : (Datum)0,
+                       third};
+    bool nulls[3] = {false, !m.stream_id, false};
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
 }  // namespace whizbang::pg

@@ -32,4 +32,8 @@ struct Message {
 // fingerprint each Envelope (core::fingerprint).
 std::vector<Message> parse_messages(FunctionCallInfo fcinfo, Source source, bool with_fingerprints);
 
+// One row (message_id, stream_id, third) of the store functions' results into the
+// materialized set: stream_id NULL without a StreamId. Called on the PostgreSQL side (pg_call).
+void put_message_row(ReturnSetInfo* rsinfo, const Message& message, Datum third);
+
 }  // namespace whizbang::pg

@@ -112,11 +112,7 @@ WB_ROUTED_FUNCTION(wb_emit_outbox_messages, local) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     pg_call([&] {
         for (std::size_t i = 0; i < messages.size(); ++i) {
-            Datum values[3] = {PointerGetDatum(messages[i].id.data()),
-                               messages[i].stream_id ? PointerGetDatum(messages[i].stream_id->data()) : (Datum)0,
-                               BoolGetDatum(emitted[i])};
-            bool nulls[3] = {false, !messages[i].stream_id, false};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            put_message_row(rsinfo, messages[i], BoolGetDatum(emitted[i]));
         }
     });
     return (Datum)0;

@@ -54,11 +54,7 @@ WB_ROUTED_FUNCTION(wb_store_outbox_messages, by_message) {
     ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
     pg_call([&] {
         for (std::size_t i = 0; i < messages.size(); ++i) {
-            Datum values[3] = {PointerGetDatum(messages[i].id.data()),
-                               messages[i].stream_id ? PointerGetDatum(messages[i].stream_id->data()) : (Datum)0,
-                               BoolGetDatum(created[i])};
-            bool nulls[3] = {false, !messages[i].stream_id, false};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            put_message_row(rsinfo, messages[i], BoolGetDatum(created[i]));
         }
     });
     return (Datum)0;
