@@ -16,7 +16,7 @@ REGRESS = $(sort $(patsubst sql/%.sql,%,$(filter-out sql/whizbang--%,$(wildcard 
 REGRESS_OPTS = --load-extension=whizbang
 
 PG_CONFIG ?= pg_config
-PG_CXXFLAGS = -std=c++17 -fPIC -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers \
+PG_CXXFLAGS = -std=c++17 -fPIC -Wall -Wextra -Werror -Wshadow=compatible-local -Wno-unused-parameter -Wno-missing-field-initializers \
 	-Wno-register -Wno-cast-function-type -Isrc \
 	-DWHIZBANG_VERSION=\"$(EXTVERSION)\" -MMD -MP
 SHLIB_LINK = -lstdc++
@@ -87,7 +87,7 @@ RELAY_SRCS = $(sort $(filter-out src/relay/sink_http.cpp src/relay/sink_amqp.cpp
 RELAY_OBJS = $(patsubst src/%.cpp,build/relay/%.o,$(RELAY_SRCS))
 RELAY_DEFS = $(WB_RELAY_SINK_CPPFLAGS)
 RELAY_LIBS = $(WB_RELAY_SINK_LIBS)
-RELAY_CXXFLAGS = -std=c++17 -pthread -O2 -g -Wall -Wextra -Werror -Isrc \
+RELAY_CXXFLAGS = -std=c++17 -pthread -O2 -g -Wall -Wextra -Werror -Wshadow=compatible-local -Isrc \
 	-I$(shell $(PG_CONFIG) --includedir) -DWHIZBANG_VERSION=\"$(EXTVERSION)\" $(RELAY_DEFS) -MMD -MP
 all: $(RELAY)
 $(RELAY): $(RELAY_OBJS)

@@ -286,8 +286,8 @@ private:
             const std::size_t esc = pos_;
             const char e = pos_ + 1 < in_.size() ? in_[pos_ + 1] : '\0';
             pos_ += 2;
-            if (const char c = json_simple_escape(e)) {
-                out += c;
+            if (const char unescaped = json_simple_escape(e)) {
+                out += unescaped;
             } else if (e == 'u') {
                 append_utf8(out, parse_unicode_escape(esc));
             } else {

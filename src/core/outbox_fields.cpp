@@ -250,8 +250,8 @@ private:
             ++pos_;
             if (pos_ >= text_.size()) fail("a string is not terminated");
             const char e = text_[pos_++];
-            if (const char c = json_simple_escape(e)) {
-                out += c;
+            if (const char unescaped = json_simple_escape(e)) {
+                out += unescaped;
                 continue;
             }
             switch (e) {

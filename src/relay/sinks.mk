@@ -35,7 +35,7 @@ $(info whizbang-relay sinks with a library: $(or $(WB_RELAY_SINKS),none (install
 
 # The test driver, compiled in one step (a handful of files): it is rebuilt whenever any of
 # them changed, and leaves no objects beside the extension's.
-WB_SINK_CHECK_CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror -Isrc
+WB_SINK_CHECK_CXXFLAGS ?= -std=c++17 -O1 -g -Wall -Wextra -Werror -Wshadow=compatible-local -Isrc
 build/relay/sink_check: test/relay/sink_check.cpp $(WB_RELAY_SINK_SRCS) $(wildcard src/relay/*.h src/core/*.h) src/relay/sinks.mk
 	@mkdir -p $(@D)
 	$(CXX) $(WB_SINK_CHECK_CXXFLAGS) $(WB_RELAY_SINK_CPPFLAGS) -o $@ test/relay/sink_check.cpp $(WB_RELAY_SINK_SRCS) $(WB_RELAY_SINK_LIBS)
