@@ -119,7 +119,7 @@ GRANT EXECUTE ON FUNCTION
     whizbang.inbox_receive(jsonb, text, timestamptz, integer),
     whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text, interval),
     whizbang.complete_work(text, uuid[], bigint[], text, timestamptz),
-    whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz),
+    whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz, interval),
     whizbang.renew_leases(text, uuid[], bigint[], integer, text, timestamptz),
     whizbang.release_work(text, uuid[], bigint[], text, timestamptz),
     whizbang.partition_of(uuid, integer)
@@ -238,7 +238,7 @@ GRANT USAGE ON SCHEMA whizbang TO wb_test_relay;
 GRANT EXECUTE ON FUNCTION
     whizbang.claim_work(uuid, text, integer, integer, integer[], integer, integer, timestamptz, text, interval),
     whizbang.complete_work(text, uuid[], bigint[], text, timestamptz),
-    whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz),
+    whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz, interval),
     whizbang.renew_leases(text, uuid[], bigint[], integer, text, timestamptz),
     whizbang.release_work(text, uuid[], bigint[], text, timestamptz),
     whizbang.complete_outbox_published(uuid[], boolean),

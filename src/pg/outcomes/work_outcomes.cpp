@@ -23,17 +23,10 @@
 #include "pg/claim/work.h"
 #include "pg/wait/work_wait.h"
 #include "pg/boundary/required_privileges.h"
+#include "pg/outcomes/named_work.h"
 
 namespace whizbang::pg {
 namespace {
-
-WorkPlan lock_named_plan(
-    "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq, w.lease_expiry"
-    "  FROM whizbang.wh_inbox w"
-    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
-    "   AND w.processed_at IS NULL"
-    " ORDER BY w.message_id FOR UPDATE OF w",
-    {TEXTOID, UUIDARRAYOID});
 
 // Completed work leaves: one row, message and work state alike (in the split layout the work
 // row, then its message).
@@ -84,251 +77,6 @@ WorkPlan release_plan(
     " WHERE consumer OPERATOR(pg_catalog.=) $1 AND message_id OPERATOR(pg_catalog.=) ANY ($2)",
     {TEXTOID, UUIDARRAYOID});
 
-struct Row {
-    std::optional<int64_t> token;
-    int attempts = 0;
-    std::optional<core::Uuid> stream;
-    int64_t seq = 0;
-    std::optional<TimestampTz> lease_expiry;
-};
-
-// The arguments every one of these functions takes, and the rows they name, locked.
-struct Named {
-    Source source = Source::inbox;
-    std::string consumer;  // '' for the outbox
-    Datum consumer_datum = 0;
-    std::vector<core::Uuid> ids;
-    std::optional<std::vector<std::optional<int64_t>>> tokens;  // nullopt: no fencing check
-    bool lease_required = false;  // renew / release act on a current lease only
-    TimestampTz now = 0;
-    std::map<core::Uuid, Row> rows;
-};
-
-// `tokens_arg` < 0: the function takes no tokens (cancel_work).
-void read_named(FunctionCallInfo fcinfo, Named& n, int tokens_arg, bool tokens_required, int consumer_arg_no,
-                int now_arg) {
-    n.source = *source_arg(fcinfo, 0, false);
-    n.ids = uuid_array_arg(fcinfo, 1, "p_message_ids", false).value_or(std::vector<core::Uuid>{});
-    if (tokens_required) require_not_null(fcinfo, tokens_arg, "p_lease_tokens");
-    n.lease_required = tokens_required;
-    if (tokens_arg >= 0) n.tokens = int8_array_arg(fcinfo, tokens_arg, "p_lease_tokens");
-    if (n.tokens) require_same_length(n.ids.size(), "p_message_ids", n.tokens->size(), "p_lease_tokens");
-    // DESIGN §3.4: p_consumer is ignored for the outbox.
-    if (n.source == Source::inbox) n.consumer = consumer_arg(fcinfo, consumer_arg_no);
-    n.now = timestamptz_arg(fcinfo, now_arg, "p_now");
-}
-
-void lock_named(Named& n) {
-    n.consumer_datum = text_datum(n.consumer);
-    if (n.ids.empty()) return;
-    uint64 rows = lock_named_plan[n.source].execute({n.consumer_datum, uuid_array(n.ids)});
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false, token_null = false;
-        core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
-        Datum token = spi_value(r, 2, &token_null);
-        Row row;
-        if (!token_null) row.token = DatumGetInt64(token);
-        row.attempts = DatumGetInt32(spi_value(r, 3, &isnull));
-        bool no_stream = false;
-        Datum stream = spi_value(r, 4, &no_stream);
-        if (!no_stream) {
-            row.stream = uuid_from_datum(stream);
-            row.seq = DatumGetInt64(spi_value(r, 5, &isnull));
-        }
-        bool no_expiry = false;
-        Datum expiry = spi_value(r, 6, &no_expiry);
-        if (!no_expiry) row.lease_expiry = DatumGetTimestampTz(expiry);
-        if (shared_leases_active()) {
-            // The row's lease lives in shared memory; one this transaction is already ending
-            // is no lease any more.
-            const std::optional<shm::Lease> lease = shm::get({n.source, id, n.consumer});
-            if (lease && !lease->ending) {
-                row.token = lease->token;
-                row.lease_expiry = lease->expiry;
-                row.attempts = lease->attempts;
-            }
-        }
-        n.rows[id] = row;
-    }
-}
-
-// The named rows whose existence decides between not_found and lease_lost when they hold no
-// lease of the caller's.
-WorkPlan unfinished_plan(
-    "SELECT w.message_id FROM whizbang.wh_inbox w"
-    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
-    "   AND w.processed_at IS NULL",
-    {TEXTOID, UUIDARRAYOID});
-
-// Shared-memory store, calls with tokens: the rows a caller holds are known from their leases,
-// so no row is locked first. A row is written only by the holder of its lease (claims write
-// only rows whose lease they took over), so fenced calls never wait for each other; the rows
-// they delete or update are locked by those statements.
-void read_held(Named& n) {
-    // As the table store's row locks would, refuse where the change could not be written.
-    pg_call([] {
-        PreventCommandIfReadOnly("a lease change");
-        PreventCommandDuringRecovery("a lease change");
-    });
-    n.consumer_datum = text_datum(n.consumer);
-    std::vector<core::Uuid> unleased;
-    for (const core::Uuid& id : n.ids) {
-        if (n.rows.count(id)) continue;
-        const std::optional<shm::Lease> lease = shm::get({n.source, id, n.consumer});
-        if (!lease || lease->ending) {
-            unleased.push_back(id);
-            continue;
-        }
-        Row row;
-        row.token = lease->token;
-        row.attempts = lease->attempts;
-        if (lease->has_stream) row.stream = lease->stream;
-        row.seq = lease->seq;
-        row.lease_expiry = lease->expiry;
-        n.rows[id] = row;
-    }
-    if (unleased.empty()) return;
-    uint64 rows = unfinished_plan[n.source].execute({n.consumer_datum, uuid_array(unleased)});
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        n.rows[uuid_from_datum(spi_value(r, 1, &isnull))] = Row{};  // no lease: lease_lost
-    }
-}
-
-// The rows a fenced call acts on: from their leases (shared memory) or locked in id order.
-void find_named(Named& n) {
-    if (shared_leases_active() && n.tokens) read_held(n);
-    else lock_named(n);
-}
-
-// Shared-memory store: marks element i's lease ending (gone when this transaction commits,
-// held again if it aborts). False when a claim took it over since lock_named read it.
-bool end_shared_lease(const Named& n, std::size_t i) {
-    if (!shared_leases_active()) return true;
-    bool mismatch = false;
-    std::optional<int64_t> token;
-    if (n.tokens) {
-        token = (*n.tokens)[i];
-    } else {
-        // Unfenced (and cancel_work): the lease the row had when it was locked, or none; a claim
-        // that took the row over since then keeps it.
-        auto it = n.rows.find(n.ids[i]);
-        token = it != n.rows.end() && it->second.token ? *it->second.token : shm::kNoLease;
-    }
-    (void)shm::end({n.source, n.ids[i], n.consumer}, token, &mismatch);
-    return !mismatch;
-}
-
-// not_found / lease_lost for element i, or nullptr when the operation may proceed.
-const char* refusal(const Named& n, std::size_t i) {
-    auto it = n.rows.find(n.ids[i]);
-    if (it == n.rows.end()) return "not_found";
-    // Only a NULL array skips fencing (DESIGN §3.4); a NULL element is a token that is nobody's
-    // current one. Renewal and release also need a current lease to act on.
-    if (!n.tokens) return n.lease_required ? "lease_lost" : nullptr;
-    const std::optional<int64_t> given = (*n.tokens)[i];
-    if (!given || !it->second.token || *given != *it->second.token) return "lease_lost";
-    return nullptr;
-}
-
-// The rest of the caller's run in the row's stream, when the row was leased as part of one: the
-// rows behind a row that goes back to the queue wait for it (work_runs.cpp).
-void add_run_after(const Named& n, const Row& row, std::vector<RunAfter>& runs) {
-    if (row.stream && row.token) runs.push_back({n.consumer, *row.stream, row.seq, *row.token});
-}
-
-struct Outcome {
-    const char* word;
-    std::optional<TimestampTz> scheduled_for;
-};
-
-// One row per element; the result's row type decides whether scheduled_for is a column.
-void emit(FunctionCallInfo fcinfo, const Named& n, const std::vector<Outcome>& outcomes) {
-    ReturnSetInfo* rsinfo = reinterpret_cast<ReturnSetInfo*>(fcinfo->resultinfo);
-    std::vector<Datum> words(outcomes.size());
-    for (std::size_t i = 0; i < outcomes.size(); ++i) words[i] = text_datum(outcomes[i].word);
-    pg_call([&] {
-        for (std::size_t i = 0; i < outcomes.size(); ++i) {
-            Datum values[3] = {PointerGetDatum(n.ids[i].data()), words[i],
-                               outcomes[i].scheduled_for ? TimestampTzGetDatum(*outcomes[i].scheduled_for) : (Datum)0};
-            bool nulls[3] = {false, false, !outcomes[i].scheduled_for};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-        }
-    });
-}
-
-// Runs `decide` for every element whose row is present and current; it returns the outcome.
-// `consumes`: the operation ends the lease (complete, fail, release).
-template <typename F>
-std::vector<Outcome> decide_all(Named& n, bool consumes, F decide) {
-    std::vector<Outcome> out(n.ids.size());
-    for (std::size_t i = 0; i < n.ids.size(); ++i) {
-        if (const char* no = refusal(n, i)) {
-            out[i] = {no, std::nullopt};
-            continue;
-        }
-        if (consumes && !end_shared_lease(n, i)) {
-            out[i] = {"lease_lost", std::nullopt};
-            continue;
-        }
-        out[i] = decide(i, n.rows[n.ids[i]]);
-        if (consumes) n.rows.erase(n.ids[i]);
-    }
-    return out;
-}
-
-// Inbox messages with unfinished work under another consumer, of the ids named.
-CachedPlan other_consumers_plan(
-    "SELECT w.message_id, w.consumer::pg_catalog.text FROM whizbang.wh_inbox w"
-    " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.<>) $1"
-    "   AND w.processed_at IS NULL"
-    " ORDER BY w.message_id, w.consumer",
-    {TEXTOID, UUIDARRAYOID});
-
-// not_found stays the outcome (the outcome words are DESIGN's), but an inbox id that has work
-// under another consumer than p_consumer is almost always a call with the wrong p_consumer (or
-// none): a NOTICE says so, per such id, with the consumer to pass. Asked only when an outcome
-// is not_found; needs an open SPI connection.
-void explain_not_found(const char* function, const Named& n, const std::vector<Outcome>& outcomes) {
-    if (n.source != Source::inbox) return;
-    std::vector<core::Uuid> missing;
-    for (std::size_t i = 0; i < outcomes.size(); ++i)
-        if (strcmp(outcomes[i].word, "not_found") == 0) missing.push_back(n.ids[i]);
-    if (missing.empty()) return;
-    std::sort(missing.begin(), missing.end());
-    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
-    const uint64 rows = other_consumers_plan.execute({n.consumer_datum, uuid_array(missing)});
-    std::map<core::Uuid, std::string> others;
-    for (uint64 r = 0; r < rows; ++r) {
-        bool isnull = false;
-        const core::Uuid id = uuid_from_datum(spi_value(r, 1, &isnull));
-        std::string& list = others[id];
-        list += (list.empty() ? "'" : ", '") + text_from_datum(spi_value(r, 2, &isnull)) + "'";
-    }
-    for (const auto& [id, consumers] : others) {
-        const std::string message = std::string("whizbang.") + function + ": message " + core::to_string(id) +
-                                    " is not_found for consumer '" + n.consumer + "': it has work for consumer " +
-                                    consumers;
-        const std::string hint = "Pass the consumer the message was stored for: p_consumer => " +
-                                 consumers.substr(0, consumers.find(',')) + ".";
-        pg_call([&] {
-            ereport(NOTICE, (errmsg_internal("%s", message.c_str()),
-                             errdetail("not_found means that the message has no unfinished work for p_consumer "
-                                       "(the default consumer is '')."),
-                             errhint("%s", hint.c_str())));
-        });
-    }
-}
-
-// What the call's source needs of the caller (required_privileges.h), checked before it routes
-// or runs a statement.
-void require_source_privileges(const char* function, Source source) {
-    CallShape shape;
-    shape.inbox = source == Source::inbox;
-    shape.outbox = source == Source::outbox;
-    require_privileges(function, shape);
-}
-
 std::mt19937_64& jitter_source() {
     static std::mt19937_64 engine{std::random_device{}()};
     return engine;
@@ -372,7 +120,9 @@ WB_ROUTED_FUNCTION(wb_complete_work, by_claimed_id) {
     return (Datum)0;
 }
 
-// fail_work(p_source, p_message_ids, p_errors, p_lease_tokens, p_retryable, p_consumer, p_now)
+// fail_work(p_source, p_message_ids, p_errors, p_lease_tokens, p_retryable, p_consumer, p_now,
+// p_retry_after): p_retry_after (0.16.0), when given, is the handler's own delay before the next
+// attempt (an HTTP 429's Retry-After) in place of the backoff, for every retryable element.
 WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
     Named n;
     read_named(fcinfo, n, 3, false, 5, 6);
@@ -381,6 +131,11 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
     if (errors) require_same_length(n.ids.size(), "p_message_ids", errors->size(), "p_errors");
     auto retryable = bool_array_arg(fcinfo, 4, "p_retryable");
     if (retryable) require_same_length(n.ids.size(), "p_message_ids", retryable->size(), "p_retryable");
+    // The 0.15.0 SQL definition has seven arguments (a database not updated yet).
+    const int64_t retry_after = PG_NARGS() > 7 ? interval_arg(fcinfo, 7, "p_retry_after").value_or(-1) : -1;
+    if (PG_NARGS() > 7 && !PG_ARGISNULL(7) && retry_after < 0)
+        throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_retry_after must not be negative",
+                       "It is the time from p_now to the next attempt.");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (must_route()) {
         route_outcomes(fcinfo, "fail_work", n.source, n.ids, n.consumer);
@@ -409,8 +164,8 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
             dead_errors.push_back(error);
             return Outcome{"dead_lettered", std::nullopt};
         }
-        TimestampTz at = add_to_timestamp(n.now, core::retry_delay_us(row.attempts, base, cap, unit(jitter_source())),
-                                          "the retry time");
+        const int64_t delay = retry_after >= 0 ? retry_after : core::retry_delay_us(row.attempts, base, cap, unit(jitter_source()));
+        TimestampTz at = add_to_timestamp(n.now, delay, "the retry time");
         retry_ids.push_back(n.ids[i]);
         retry_at.push_back(at);
         note_work(n.source, n.consumer, row.stream.value_or(n.ids[i]), at, n.now);

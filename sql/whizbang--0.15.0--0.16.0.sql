@@ -1,0 +1,389 @@
+-- whizbang 0.15.0 -> 0.16.0: operating the queues, part one (issue 33, DESIGN §3.11): an
+-- operator's requeue / reschedule of named work (refusing work under a live lease unless told
+-- to take it over), dead letters discarded by id or by filter and retried by filter, and a
+-- handler's own retry delay on fail_work (p_retry_after).
+
+\echo Use "ALTER EXTENSION whizbang UPDATE TO '0.16.0'" to load this file. \quit
+
+-- ---------------------------------------------------------------------------------------
+-- fail_work(..., p_retry_after interval DEFAULT NULL)
+-- ---------------------------------------------------------------------------------------
+-- A new parameter makes a new function: the 8-argument fail_work is created next to the
+-- 7-argument one, takes over every grant the old one carried (_carry_grants, below), and the old
+-- one is dropped. Calls without p_retry_after are unchanged.
+CREATE FUNCTION whizbang.fail_work(
+    p_source text,
+    p_message_ids uuid[],
+    p_errors text[],
+    p_lease_tokens bigint[] DEFAULT NULL,
+    p_retryable boolean[] DEFAULT NULL,
+    p_consumer text DEFAULT '',
+    p_now timestamptz DEFAULT pg_catalog.now(),
+    p_retry_after interval DEFAULT NULL)
+RETURNS TABLE (message_id uuid, outcome text, scheduled_for timestamptz)
+    AS 'MODULE_PATHNAME', 'wb_fail_work' LANGUAGE C VOLATILE ROWS 100
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz, interval)
+    FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz, interval) IS
+    'Records failed deliveries, keeping p_errors as last_error: one row per id. Outcome: retry_scheduled '
+    '(due again at scheduled_for: after the backoff, or after p_retry_after when given, e.g. an HTTP '
+    'Retry-After) | dead_lettered (not retryable, or attempts exhausted) | not_found | lease_lost (nothing '
+    'changed). Errors: 22004, 22023 (incl. a negative p_retry_after), 2202E, 54000, 22008, 25006, 42501.';
+
+-- Used by this script only (dropped at its end): gives p_new every EXECUTE grant p_old carries
+-- and p_old's owner. A grant given by a role other than the owner (one holding the grant
+-- option) is given again by that role, so the grantor is kept; those are given once their
+-- grantor holds the grant option on the new function.
+CREATE FUNCTION whizbang._carry_grants(p_old pg_catalog.regprocedure, p_new pg_catalog.regprocedure)
+RETURNS void LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $carry_grants$
+DECLARE
+    v_owner pg_catalog.oid;
+    v_old_acl pg_catalog.aclitem[];
+    v_initial pg_catalog.aclitem[];
+    v_updater pg_catalog.name := pg_catalog.current_user();
+    v_granted integer;
+    v_pass integer;
+    g record;
+BEGIN
+    SELECT p.proowner, coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner)) INTO v_owner, v_old_acl
+      FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) p_old::pg_catalog.oid;
+    IF v_owner OPERATOR(pg_catalog.<>) (SELECT p.proowner FROM pg_catalog.pg_proc p
+                                         WHERE p.oid OPERATOR(pg_catalog.=) p_new::pg_catalog.oid) THEN
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', p_new, pg_catalog.pg_get_userbyid(v_owner));
+    END IF;
+    -- What a fresh install leaves: the owner's EXECUTE only. It is the function's initial
+    -- privilege (pg_init_privs, below).
+    SELECT p.proacl INTO v_initial FROM pg_catalog.pg_proc p WHERE p.oid OPERATOR(pg_catalog.=) p_new::pg_catalog.oid;
+
+    -- A chain of grantors is at most as long as the list, so passes that many at most.
+    FOR v_pass IN 1 .. pg_catalog.cardinality(v_old_acl) LOOP
+        v_granted := 0;
+        FOR g IN
+            SELECT a.grantor, a.grantee, a.is_grantable
+              FROM pg_catalog.aclexplode(v_old_acl) a
+             WHERE a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE'
+               -- not there yet (or there without the grant option the old one had)
+               AND NOT EXISTS (SELECT FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) b
+                                WHERE p.oid OPERATOR(pg_catalog.=) p_new::pg_catalog.oid
+                                  AND b.grantor OPERATOR(pg_catalog.=) a.grantor
+                                  AND b.grantee OPERATOR(pg_catalog.=) a.grantee
+                                  AND (b.is_grantable OR NOT a.is_grantable))
+               -- its grantor may give it by now
+               AND (a.grantor OPERATOR(pg_catalog.=) v_owner
+                    OR EXISTS (SELECT FROM pg_catalog.pg_proc p, pg_catalog.aclexplode(p.proacl) b
+                                WHERE p.oid OPERATOR(pg_catalog.=) p_new::pg_catalog.oid
+                                  AND b.grantee OPERATOR(pg_catalog.=) a.grantor AND b.is_grantable))
+        LOOP
+            IF g.grantor OPERATOR(pg_catalog.<>) v_owner THEN
+                EXECUTE pg_catalog.format('SET LOCAL ROLE %I', pg_catalog.pg_get_userbyid(g.grantor));
+            END IF;
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %s%s', p_new,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+            IF g.grantor OPERATOR(pg_catalog.<>) v_owner THEN
+                EXECUTE pg_catalog.format('SET LOCAL ROLE %I', v_updater);
+            END IF;
+            v_granted := v_granted OPERATOR(pg_catalog.+) 1;
+        END LOOP;
+        EXIT WHEN v_granted OPERATOR(pg_catalog.=) 0;
+    END LOOP;
+    -- An owner who had revoked its own EXECUTE stays without it.
+    IF NOT EXISTS (SELECT FROM pg_catalog.aclexplode(v_old_acl) a
+                    WHERE a.grantee OPERATOR(pg_catalog.=) v_owner AND a.grantor OPERATOR(pg_catalog.=) v_owner) THEN
+        EXECUTE pg_catalog.format('REVOKE EXECUTE ON FUNCTION %s FROM %I', p_new, pg_catalog.pg_get_userbyid(v_owner));
+    END IF;
+
+    -- A GRANT run by an extension script is recorded as the extension's initial privilege
+    -- (pg_init_privs), and pg_dump dumps only the grants that differ from those: left so, the
+    -- users' grants would vanish from their dumps. The initial privileges are what a fresh
+    -- install records, the users' grants stay theirs.
+    UPDATE pg_catalog.pg_init_privs i SET initprivs = v_initial
+     WHERE i.objoid OPERATOR(pg_catalog.=) p_new::pg_catalog.oid
+       AND i.classoid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND i.objsubid OPERATOR(pg_catalog.=) 0;
+END
+$carry_grants$;
+
+SELECT whizbang._carry_grants(
+    'whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz)',
+    'whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz, interval)');
+DROP FUNCTION whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz);
+DROP FUNCTION whizbang._carry_grants(pg_catalog.regprocedure, pg_catalog.regprocedure);
+
+-- ---------------------------------------------------------------------------------------
+-- requeue, reschedule: an operator moves named work to a new due time
+-- ---------------------------------------------------------------------------------------
+CREATE FUNCTION whizbang.requeue(
+    p_source text,
+    p_message_ids uuid[],
+    p_consumer text DEFAULT '',
+    p_take_over boolean DEFAULT false,
+    p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (message_id uuid, outcome text, scheduled_for timestamptz)
+    AS 'MODULE_PATHNAME', 'wb_requeue' LANGUAGE C VOLATILE ROWS 100
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION whizbang.requeue(text, uuid[], text, boolean, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.requeue(text, uuid[], text, boolean, timestamptz) IS
+    'Makes named pending or scheduled work due at p_now (attempts and stream order kept): one row per element, '
+    'in input order. Outcome: requeued (scheduled_for = p_now) | leased (under a live lease: unchanged; '
+    'p_take_over => true ends that lease, its holder''s token then answers lease_lost) | not_found (unknown, '
+    'completed, dead-lettered, another consumer''s). p_consumer is ignored for the outbox. Errors: 22004, 22023, '
+    '2202E, 54000, 25006, 42501.';
+
+CREATE FUNCTION whizbang.reschedule(
+    p_source text,
+    p_message_ids uuid[],
+    p_at timestamptz,
+    p_consumer text DEFAULT '',
+    p_take_over boolean DEFAULT false,
+    p_now timestamptz DEFAULT pg_catalog.now())
+RETURNS TABLE (message_id uuid, outcome text, scheduled_for timestamptz)
+    AS 'MODULE_PATHNAME', 'wb_reschedule' LANGUAGE C VOLATILE ROWS 100
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION whizbang.reschedule(text, uuid[], timestamptz, text, boolean, timestamptz) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.reschedule(text, uuid[], timestamptz, text, boolean, timestamptz) IS
+    'Makes named work due at p_at, earlier or later (attempts and stream order kept: a later time on a stream''s '
+    'head holds the stream back): one row per element, in input order. Outcome: rescheduled (scheduled_for = '
+    'p_at) | leased (under a live lease: unchanged unless p_take_over) | not_found. Errors: 22004 (incl. NULL '
+    'p_at), 22023 (p_at not finite), 2202E, 54000, 25006, 42501.';
+
+-- ---------------------------------------------------------------------------------------
+-- Dead letters: discarded by id or by filter, retried by filter
+-- ---------------------------------------------------------------------------------------
+CREATE FUNCTION whizbang.discard_dead_letters(p_dead_letter_ids bigint[])
+RETURNS integer LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_position integer;
+    v_count integer;
+BEGIN
+    IF pg_catalog.array_ndims(p_dead_letter_ids) OPERATOR(pg_catalog.>) 1 THEN
+        RAISE EXCEPTION 'p_dead_letter_ids must be a one-dimensional array' USING ERRCODE = '2202E',
+            DETAIL = pg_catalog.format('It has %s dimensions.', pg_catalog.array_ndims(p_dead_letter_ids));
+    END IF;
+    IF pg_catalog.cardinality(p_dead_letter_ids) OPERATOR(pg_catalog.>) 1000000 THEN
+        RAISE EXCEPTION 'p_dead_letter_ids has % elements, more than the limit of 1000000 per call',
+            pg_catalog.cardinality(p_dead_letter_ids) USING ERRCODE = '54000', HINT = 'Split the batch into several calls.';
+    END IF;
+    v_position := pg_catalog.array_position(p_dead_letter_ids, NULL);
+    IF v_position IS NOT NULL THEN
+        RAISE EXCEPTION 'p_dead_letter_ids[%] must not be null', v_position USING ERRCODE = '22004';
+    END IF;
+    DELETE FROM whizbang.wh_dead_letters d
+     WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY (p_dead_letter_ids);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION whizbang.discard_dead_letters(bigint[]) FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.discard_dead_letters(bigint[]) IS
+    'Deletes the dead letters named by id and returns how many there were; unknown and repeated ids are no-ops, '
+    'NULL or empty input returns 0. An inbox message''s dedup record stays until its retention ends, so a '
+    'redelivery is still a duplicate. Errors: 22004 a NULL element, 2202E a multidimensional array, 54000 over '
+    '1,000,000 ids, 42501.';
+
+-- The dead letters a filter selects, oldest id first: every filter given must match; at least one
+-- is required, so that no call acts on every dead letter by mistake.
+CREATE FUNCTION whizbang._dead_letters_matching(
+    p_function text,
+    p_source text,
+    p_consumer text,
+    p_message_type text,
+    p_dead_lettered_before timestamptz,
+    p_dead_lettered_after timestamptz,
+    p_limit integer)
+RETURNS bigint[] LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF p_source IS NULL AND p_consumer IS NULL AND p_message_type IS NULL
+       AND p_dead_lettered_before IS NULL AND p_dead_lettered_after IS NULL THEN
+        RAISE EXCEPTION 'whizbang.%: name at least one filter', p_function USING ERRCODE = '22023',
+            HINT = 'To act on every dead letter of a source, pass p_source => ''inbox'' or ''outbox''.';
+    END IF;
+    IF p_source IS NOT NULL AND p_source OPERATOR(pg_catalog.<>) ALL (ARRAY['inbox', 'outbox']) THEN
+        RAISE EXCEPTION 'p_source must be ''inbox'' or ''outbox'' (or NULL for both), not %',
+            pg_catalog.quote_literal(p_source) USING ERRCODE = '22023';
+    END IF;
+    IF p_limit OPERATOR(pg_catalog.<) 1 THEN
+        RAISE EXCEPTION 'p_limit must be at least 1 (NULL: no limit)' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.isfinite(p_dead_lettered_before) IS FALSE OR pg_catalog.isfinite(p_dead_lettered_after) IS FALSE THEN
+        RAISE EXCEPTION 'p_dead_lettered_before and p_dead_lettered_after must be finite timestamps'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN ARRAY(
+        SELECT d.dead_letter_id FROM whizbang.wh_dead_letters d
+         WHERE (p_source IS NULL OR d.source OPERATOR(pg_catalog.=) p_source)
+           AND (p_consumer IS NULL OR d.consumer OPERATOR(pg_catalog.=) p_consumer)
+           AND (p_message_type IS NULL OR d.message_type OPERATOR(pg_catalog.=) p_message_type)
+           AND (p_dead_lettered_before IS NULL OR d.dead_lettered_at OPERATOR(pg_catalog.<) p_dead_lettered_before)
+           AND (p_dead_lettered_after IS NULL OR d.dead_lettered_at OPERATOR(pg_catalog.>=) p_dead_lettered_after)
+         ORDER BY d.dead_letter_id
+         LIMIT p_limit);
+END
+$$;
+REVOKE ALL ON FUNCTION whizbang._dead_letters_matching(text, text, text, text, timestamptz, timestamptz, integer)
+    FROM PUBLIC;
+COMMENT ON FUNCTION whizbang._dead_letters_matching(text, text, text, text, timestamptz, timestamptz, integer) IS
+    'internal: the ids of the dead letters that discard_dead_letters_matching / retry_dead_letters_matching act on.';
+
+CREATE FUNCTION whizbang.discard_dead_letters_matching(
+    p_source text DEFAULT NULL,
+    p_consumer text DEFAULT NULL,
+    p_message_type text DEFAULT NULL,
+    p_dead_lettered_before timestamptz DEFAULT NULL,
+    p_dead_lettered_after timestamptz DEFAULT NULL,
+    p_limit integer DEFAULT NULL)
+RETURNS integer LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_ids bigint[] := whizbang._dead_letters_matching('discard_dead_letters_matching', p_source, p_consumer,
+                                                      p_message_type, p_dead_lettered_before, p_dead_lettered_after,
+                                                      p_limit);
+    v_count integer;
+BEGIN
+    -- By id, as selected: one statement a Citus coordinator sends to the shards as it is.
+    DELETE FROM whizbang.wh_dead_letters d WHERE d.dead_letter_id OPERATOR(pg_catalog.=) ANY (v_ids);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION whizbang.discard_dead_letters_matching(text, text, text, timestamptz, timestamptz, integer)
+    FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.discard_dead_letters_matching(text, text, text, timestamptz, timestamptz, integer) IS
+    'Deletes the dead letters that match every filter given (p_source, p_consumer, p_message_type, dead-lettered '
+    'before p_dead_lettered_before / at or after p_dead_lettered_after), at most p_limit of them oldest first, and '
+    'returns how many. At least one filter is required. Errors: 22023 no filter, an unknown p_source, p_limit below 1, '
+    'a timestamp not finite; 42501.';
+
+CREATE FUNCTION whizbang.retry_dead_letters_matching(
+    p_source text DEFAULT NULL,
+    p_consumer text DEFAULT NULL,
+    p_message_type text DEFAULT NULL,
+    p_dead_lettered_before timestamptz DEFAULT NULL,
+    p_dead_lettered_after timestamptz DEFAULT NULL,
+    p_limit integer DEFAULT NULL)
+RETURNS integer LANGUAGE sql VOLATILE SET search_path = pg_catalog, pg_temp
+RETURN whizbang.retry_dead_letters(whizbang._dead_letters_matching(
+    'retry_dead_letters_matching', p_source, p_consumer, p_message_type, p_dead_lettered_before,
+    p_dead_lettered_after, p_limit));
+REVOKE ALL ON FUNCTION whizbang.retry_dead_letters_matching(text, text, text, timestamptz, timestamptz, integer)
+    FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.retry_dead_letters_matching(text, text, text, timestamptz, timestamptz, integer) IS
+    'Puts the dead letters that match every filter given back as fresh work, as retry_dead_letters does (oldest '
+    'first, at most p_limit, at most 1,000,000 per call), and returns how many went back. At least one filter is '
+    'required. Errors: 22023 no filter, an unknown p_source, p_limit below 1, a timestamp not finite; 54000 over '
+    '1,000,000 matches (pass p_limit); 42501.';
+
+CREATE OR REPLACE FUNCTION whizbang._capability_grants()
+RETURNS TABLE (capability text, kind text, object_name text, privileges text)
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT c.capability, c.kind, c.object_name, c.privileges FROM (VALUES
+        -- grant_worker
+        ('dedup', 'routine', 'dedup_insert', 'EXECUTE'),
+        ('dedup', 'routine', 'dedup_insert_many', 'EXECUTE'),
+        ('dedup', 'routine', 'fingerprint', 'EXECUTE'),
+        ('dedup', 'routine', 'event_uuid', 'EXECUTE'),
+        ('dedup', 'routine', 'uuid_v7', 'EXECUTE'),
+        ('dedup', 'routine', 'partition_of', 'EXECUTE'),
+        ('dedup', 'routine', 'version', 'EXECUTE'),
+        ('dedup', 'table', 'wh_message_deduplication', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('dedup', 'table', 'settings', 'SELECT'),
+        ('idempotency', 'routine', 'idempotency_begin', 'EXECUTE'),
+        ('idempotency', 'routine', 'idempotency_complete', 'EXECUTE'),
+        ('idempotency', 'routine', 'idempotency_release', 'EXECUTE'),
+        ('idempotency', 'routine', 'idempotency_policy', 'EXECUTE'),
+        ('idempotency', 'routine', 'fingerprint', 'EXECUTE'),
+        ('idempotency', 'table', 'wh_idempotency_keys', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('idempotency', 'sequence', 'wh_idempotency_token_seq', 'USAGE'),
+        ('idempotency', 'table', 'wh_idempotency_policies', 'SELECT'),
+        ('idempotency', 'table', 'settings', 'SELECT'),
+        ('inbox', 'routine', 'store_inbox_messages', 'EXECUTE'),
+        ('inbox', 'routine', 'inbox_receive', 'EXECUTE'),
+        ('inbox', 'routine', 'claim_work', 'EXECUTE'),
+        ('inbox', 'routine', 'complete_work', 'EXECUTE'),
+        ('inbox', 'routine', 'fail_work', 'EXECUTE'),
+        ('inbox', 'routine', 'renew_leases', 'EXECUTE'),
+        ('inbox', 'routine', 'release_work', 'EXECUTE'),
+        ('inbox', 'routine', 'partition_of', 'EXECUTE'),
+        ('inbox', 'table', 'wh_message_deduplication', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('inbox', 'table', 'wh_inbox', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('inbox', 'table', 'wh_inbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('inbox', 'table', 'wh_inbox_preleased', 'SELECT, INSERT, DELETE'),
+        ('inbox', 'table', 'wh_dead_letters', 'INSERT'),
+        ('inbox', 'sequence', 'wh_lease_token_seq', 'USAGE'),
+        ('inbox', 'table', 'settings', 'SELECT'),
+        ('outbox', 'routine', 'store_outbox_messages', 'EXECUTE'),
+        ('outbox', 'routine', 'emit_outbox_messages', 'EXECUTE'),
+        ('outbox', 'table', 'wh_outbox', 'SELECT, INSERT'),
+        ('outbox', 'table', 'wh_outbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('outbox', 'table', 'wh_outbox_preleased', 'INSERT'),
+        ('outbox', 'sequence', 'wh_lease_token_seq', 'USAGE'),
+        ('outbox', 'table', 'settings', 'SELECT'),
+        ('relay', 'routine', 'claim_work', 'EXECUTE'),
+        ('relay', 'routine', 'complete_work', 'EXECUTE'),
+        ('relay', 'routine', 'fail_work', 'EXECUTE'),
+        ('relay', 'routine', 'renew_leases', 'EXECUTE'),
+        ('relay', 'routine', 'release_work', 'EXECUTE'),
+        ('relay', 'routine', 'complete_outbox_published', 'EXECUTE'),
+        ('relay', 'routine', 'partition_of', 'EXECUTE'),
+        ('relay', 'table', 'wh_outbox', 'SELECT, UPDATE, DELETE'),
+        ('relay', 'table', 'wh_outbox_preleased', 'SELECT, DELETE'),
+        ('relay', 'table', 'wh_dead_letters', 'INSERT'),
+        ('relay', 'sequence', 'wh_lease_token_seq', 'USAGE'),
+        ('relay', 'table', 'settings', 'SELECT'),
+        -- grant_admin
+        ('dead_letters', 'routine', 'retry_dead_letters', 'EXECUTE'),
+        ('dead_letters', 'routine', 'retry_dead_letters_matching', 'EXECUTE'),
+        ('dead_letters', 'routine', 'discard_dead_letters', 'EXECUTE'),
+        ('dead_letters', 'routine', 'discard_dead_letters_matching', 'EXECUTE'),
+        ('dead_letters', 'table', 'wh_dead_letters', 'SELECT, UPDATE, DELETE'),
+        ('dead_letters', 'table', 'wh_inbox', 'SELECT, INSERT'),
+        ('dead_letters', 'table', 'wh_inbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('dead_letters', 'table', 'wh_outbox', 'SELECT, INSERT'),
+        ('dead_letters', 'table', 'wh_outbox_streams', 'SELECT, INSERT, UPDATE'),
+        ('settings', 'table', 'wh_settings', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('settings', 'table', 'wh_setting_defaults', 'SELECT'),
+        ('settings', 'table', 'settings', 'SELECT'),
+        ('policies', 'table', 'wh_idempotency_policies', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('maintenance', 'routine', 'perform_maintenance', 'EXECUTE'),
+        ('maintenance', 'routine', 'run_maintenance', 'EXECUTE'),
+        ('maintenance', 'routine', 'cancel_work', 'EXECUTE'),
+        ('maintenance', 'routine', 'requeue', 'EXECUTE'),
+        ('maintenance', 'routine', 'reschedule', 'EXECUTE'),
+        ('maintenance', 'table', 'settings', 'SELECT'),
+        ('maintenance', 'table', 'wh_inbox', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_outbox', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_message_deduplication', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_idempotency_keys', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_dead_letters', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_inbox_preleased', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_outbox_preleased', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_inbox_streams', 'SELECT, UPDATE, DELETE'),
+        ('maintenance', 'table', 'wh_outbox_streams', 'SELECT, UPDATE, DELETE'),
+        ('monitor', 'routine', 'stats', 'EXECUTE'),
+        ('monitor', 'routine', 'queues', 'EXECUTE'),
+        ('monitor', 'routine', '_leases', 'EXECUTE'),
+        ('monitor', 'routine', 'check', 'EXECUTE'),
+        ('monitor', 'table', 'stats', 'SELECT'),
+        ('monitor', 'table', 'queues', 'SELECT'),
+        ('monitor', 'table', 'leases', 'SELECT'),
+        ('monitor', 'table', 'wh_inbox', 'SELECT'),
+        ('monitor', 'table', 'wh_outbox', 'SELECT'),
+        ('monitor', 'table', 'wh_dead_letters', 'SELECT'),
+        ('monitor', 'table', 'wh_message_deduplication', 'SELECT'),
+        ('monitor', 'table', 'wh_idempotency_keys', 'SELECT'),
+        ('monitor', 'table', 'wh_partitions', 'SELECT'),
+        ('monitor', 'routine', 'dedup_generations', 'EXECUTE'),
+        ('monitor', 'table', 'dedup_generations', 'SELECT'),
+        ('monitor', 'routine', 'peek', 'EXECUTE'),
+        ('monitor', 'routine', 'lease_store', 'EXECUTE')
+    ) AS c(capability, kind, object_name, privileges)
+$$;
+COMMENT ON FUNCTION whizbang.grant_admin(regrole, text[]) IS
+    'Grants p_role what the operator capabilities need (dead_letters: retry_dead_letters, '
+    'retry_dead_letters_matching, discard_dead_letters, discard_dead_letters_matching; settings; policies; '
+    'maintenance: perform_maintenance, run_maintenance, cancel_work, requeue, reschedule; monitor: stats, queues, '
+    'peek, leases, lease_store, dedup_generations, check; default: all) and returns the GRANT statements it ran. '
+    'The caller must be able to grant them. Errors: 22004 null p_role or no capability, 22023 unknown capability, '
+    '42501 the caller may not grant.';
