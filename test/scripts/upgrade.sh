@@ -140,6 +140,21 @@ GRANT SELECT, INSERT, UPDATE ON whizbang.wh_message_deduplication TO wb_up_worke
 GRANT SELECT ON whizbang.wh_message_deduplication TO wb_up_relay WITH GRANT OPTION;
 SQL
   fi
+  if [ "$next" = "0.16.0" ]; then
+    # 0.16.0 re-creates fail_work with an eighth argument (p_retry_after): as claim_work's in
+    # 0.7.0, the grants on the 7-argument one must reach it whole and stay the users' own.
+    psql -d upgraded <<'SQL'
+CREATE ROLE wb_up_fail; CREATE ROLE wb_up_fail_relay; CREATE ROLE wb_up_fail_sub;
+GRANT USAGE ON SCHEMA whizbang TO wb_up_fail, wb_up_fail_relay, wb_up_fail_sub;
+GRANT EXECUTE ON FUNCTION whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz) TO wb_up_fail;
+GRANT EXECUTE ON FUNCTION whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz)
+  TO wb_up_fail_relay WITH GRANT OPTION;
+SET ROLE wb_up_fail_relay;
+GRANT EXECUTE ON FUNCTION whizbang.fail_work(text, uuid[], text[], bigint[], boolean[], text, timestamptz) TO wb_up_fail_sub;
+RESET ROLE;
+SQL
+    psql -At -d upgraded -c "SELECT proacl FROM pg_proc WHERE oid = 'whizbang.fail_work'::regproc" >"$WORK/fail_acl_before"
+  fi
   echo "update $current -> $next"
   psql -d upgraded -c "ALTER EXTENSION whizbang UPDATE TO '$next'"
   current=$next
@@ -177,6 +192,17 @@ dedup_acl=$(psql -At -d upgraded -c "SELECT array_to_string(array(SELECT a.grant
 dumped=$(pg_dump --schema-only -d upgraded | grep -c '^GRANT .* ON TABLE whizbang\.wh_message_deduplication TO wb_up_' || true)
 [ "$dumped" = 2 ] || { echo "pg_dump dumps $dumped of the 2 grants on wh_message_deduplication"; exit 1; }
 echo "ok: the grants on wh_message_deduplication survive the update to 0.12.0 ($dedup_acl) and are dumped"
+
+if [ -f "$WORK/fail_acl_before" ]; then
+  fail_acl=$(psql -At -d upgraded -c "SELECT proacl FROM pg_proc WHERE oid = 'whizbang.fail_work'::regproc")
+  [ "$fail_acl" = "$(cat "$WORK/fail_acl_before")" ] ||
+    { echo "fail_work's grants: before the update $(cat "$WORK/fail_acl_before"), after $fail_acl"; exit 1; }
+  args=$(psql -At -d upgraded -c "SELECT pg_get_function_identity_arguments('whizbang.fail_work'::regproc)")
+  [[ "$args" == *"p_retry_after interval" ]] || { echo "fail_work after the update: ($args)"; exit 1; }
+  dumped=$(pg_dump --schema-only -d upgraded | grep -c '^GRANT ALL ON FUNCTION whizbang\.fail_work(.*p_retry_after interval) TO wb_up_fail' || true)
+  [ "$dumped" = 3 ] || { echo "pg_dump dumps $dumped of the 3 grants on fail_work"; exit 1; }
+  echo "ok: fail_work's grants survive the update to 0.16.0 ($fail_acl) and are dumped"
+fi
 
 objects fresh >"$WORK/fresh.txt"
 objects upgraded >"$WORK/upgraded.txt"
