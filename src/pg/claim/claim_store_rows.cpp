@@ -10,6 +10,7 @@
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
 #include "pg/claim/claim_engine.h"
+#include "pg/claim/retry_policies.h"
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
 
@@ -123,8 +124,8 @@ CachedPlan hand_out_plans[2] = {hand_out_plan(Source::inbox), hand_out_plan(Sour
 
 class RowStore : public ClaimStore {
 public:
-    RowStore(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo)
-        : c_(c), max_attempts_(max_attempts), fresh_token_(fresh_token), rsinfo_(rsinfo) {}
+    RowStore(const Claim& c, const RetryPolicies& policies, int64_t& fresh_token, ReturnSetInfo* rsinfo)
+        : c_(c), policies_(policies), fresh_token_(fresh_token), rsinfo_(rsinfo) {}
 
     std::vector<Pick> preleased(int room) override {
         const char nulls[] = {' ', ' ', c_.consumer_null, c_.partitions_null, ' ', ' ', '\0'};
@@ -233,7 +234,7 @@ public:
     }
 
     // Hands the round's picks out (one fresh token per claim_work call, drawn once) and appends
-    // them to the result; a row whose next delivery would exceed max_attempts goes to the dead
+    // them to the result; a row whose next delivery would exceed its consumer's max_attempts goes to the dead
     // letters instead.
     HandOut end_round() override {
         HandOut done;
@@ -242,7 +243,7 @@ public:
         std::vector<std::string> dead_consumers, consumers;
         std::vector<int64_t> tokens;
         for (const Pick& p : round_) {
-            if (p.attempts + 1 > max_attempts_) {
+            if (p.attempts + 1 > policies_.of(p.key.consumer).max_attempts) {
                 dead_ids.push_back(p.key.id);
                 dead_consumers.push_back(p.key.consumer);
                 continue;
@@ -274,7 +275,7 @@ private:
     }
 
     const Claim& c_;
-    const int64_t max_attempts_;
+    const RetryPolicies& policies_;
     int64_t& fresh_token_;
     ReturnSetInfo* rsinfo_;
     std::vector<Pick> round_;  // handed out at the end of the round
@@ -282,8 +283,8 @@ private:
 
 }  // namespace
 
-int claim_rows(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
-    RowStore store(c, max_attempts, fresh_token, rsinfo);
+int claim_rows(const Claim& c, const RetryPolicies& policies, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
+    RowStore store(c, policies, fresh_token, rsinfo);
     return run_claim(c, store);
 }
 

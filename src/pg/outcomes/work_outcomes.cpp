@@ -20,6 +20,7 @@
 #include "pg/lease/lease_store.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
+#include "pg/claim/retry_policies.h"
 #include "pg/claim/work.h"
 #include "pg/wait/work_wait.h"
 #include "pg/boundary/required_privileges.h"
@@ -144,8 +145,8 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
 
     SpiConnection spi;
     find_named(n);
-    const int64_t max_attempts = setting_int("max_attempts");
-    const int64_t base = setting_int("retry_base_seconds"), cap = setting_int("retry_max_seconds");
+    const RetryPolicies policies(n.source);
+    const RetryPolicy& policy = policies.of(n.consumer);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     std::vector<core::Uuid> retry_ids, dead_ids;
     std::vector<TimestampTz> retry_at;
@@ -158,13 +159,16 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
         delivered[n.ids[i]] = row.attempts;
         std::optional<std::string> error = errors ? (*errors)[i] : std::nullopt;
         const bool may_retry = !retryable || (*retryable)[i].value_or(true);
-        if (!may_retry || row.attempts >= max_attempts) {
+        if (!may_retry || row.attempts >= policy.max_attempts) {
             dead_ids.push_back(n.ids[i]);
             dead_consumers.push_back(n.consumer);
             dead_errors.push_back(error);
             return Outcome{"dead_lettered", std::nullopt};
         }
-        const int64_t delay = retry_after >= 0 ? retry_after : core::retry_delay_us(row.attempts, base, cap, unit(jitter_source()));
+        const int64_t delay =
+            retry_after >= 0 ? retry_after
+                             : core::retry_delay_us(row.attempts, policy.base_seconds, policy.max_seconds,
+                                                    unit(jitter_source()), policy.jitter_percent);
         TimestampTz at = add_to_timestamp(n.now, delay, "the retry time");
         retry_ids.push_back(n.ids[i]);
         retry_at.push_back(at);
