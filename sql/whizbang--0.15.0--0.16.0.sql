@@ -433,6 +433,75 @@ BEGIN
 END
 $$;
 
+-- ---------------------------------------------------------------------------------------
+-- Throughput counters per source and consumer (issue 33 item 6)
+-- ---------------------------------------------------------------------------------------
+CREATE FUNCTION whizbang._counters()
+RETURNS TABLE (source text, consumer text, stored bigint, claimed bigint, completed bigint, failed bigint,
+               dead_lettered bigint)
+    AS 'MODULE_PATHNAME', 'wb_counters' LANGUAGE C VOLATILE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION whizbang._counters() FROM PUBLIC;
+COMMENT ON FUNCTION whizbang._counters() IS
+    'internal: this server''s throughput counters for this database (shared memory; no rows without '
+    'shared_preload_libraries = whizbang); counters() adds up every node''s on a Citus coordinator.';
+
+-- On a distributed install the work is counted where it runs, on the nodes: the coordinator adds
+-- up its own and every worker's (a node that cannot be reached is left out, with a NOTICE).
+CREATE FUNCTION whizbang.counters()
+RETURNS TABLE (source text, consumer text, stored bigint, claimed bigint, completed bigint, failed bigint,
+               dead_lettered bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_distributed boolean := false;
+    v_unreachable bigint;
+    v_results text[];
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox''::pg_catalog.regclass)'
+           INTO v_distributed;
+    END IF;
+    IF NOT v_distributed THEN
+        RETURN QUERY SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered
+                       FROM whizbang._counters() c ORDER BY 1, 2;
+        RETURN;
+    END IF;
+    EXECUTE $q$SELECT pg_catalog.array_agg(r.result) FILTER (WHERE r.success),
+                      pg_catalog.count(*) FILTER (WHERE NOT r.success)
+                 FROM pg_catalog.run_command_on_workers(
+                        'SELECT pg_catalog.coalesce(pg_catalog.json_agg(c), ''[]'') FROM whizbang._counters() c') r$q$
+       INTO v_results, v_unreachable;
+    IF v_unreachable OPERATOR(pg_catalog.>) 0 THEN
+        RAISE NOTICE 'whizbang: counters() could not reach % node(s); their counts are missing', v_unreachable;
+    END IF;
+    RETURN QUERY
+    SELECT a.source, a.consumer, pg_catalog.sum(a.stored)::bigint, pg_catalog.sum(a.claimed)::bigint,
+           pg_catalog.sum(a.completed)::bigint, pg_catalog.sum(a.failed)::bigint, pg_catalog.sum(a.dead_lettered)::bigint
+      FROM (SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered
+              FROM whizbang._counters() c
+            UNION ALL
+            SELECT x.source, x.consumer, x.stored, x.claimed, x.completed, x.failed, x.dead_lettered
+              FROM pg_catalog.unnest(v_results) AS n(result),
+                   LATERAL pg_catalog.jsonb_to_recordset(n.result::pg_catalog.jsonb)
+                       AS x(source text, consumer text, stored bigint, claimed bigint, completed bigint, failed bigint,
+                            dead_lettered bigint)) a
+     GROUP BY a.source, a.consumer
+     ORDER BY 1, 2;
+END
+$$;
+REVOKE ALL ON FUNCTION whizbang.counters() FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.counters() IS
+    'Throughput per source and consumer since the server started: messages stored, claimed (deliveries), completed, '
+    'failed (fail_work calls'' ids) and dead-lettered, monotonic (a restart starts them at 0 again); a transaction''s '
+    'counts are added when it commits. consumer NULL: the consumers beyond whizbang.max_counted_consumers, together. '
+    'Needs shared_preload_libraries = whizbang (no rows without it). On a Citus coordinator: every node''s, added up.';
+
+CREATE VIEW whizbang.counters AS
+    SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered FROM whizbang.counters() c;
+REVOKE ALL ON whizbang.counters FROM PUBLIC;
+COMMENT ON VIEW whizbang.counters IS 'whizbang.counters(): throughput per source and consumer since the server started.';
+
 CREATE OR REPLACE FUNCTION whizbang._capability_grants()
 RETURNS TABLE (capability text, kind text, object_name text, privileges text)
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
@@ -535,6 +604,9 @@ AS $$
         ('monitor', 'table', 'wh_idempotency_keys', 'SELECT'),
         ('monitor', 'table', 'wh_partitions', 'SELECT'),
         ('monitor', 'table', 'wh_retry_policies', 'SELECT'),
+        ('monitor', 'routine', 'counters', 'EXECUTE'),
+        ('monitor', 'routine', '_counters', 'EXECUTE'),
+        ('monitor', 'table', 'counters', 'SELECT'),
         ('monitor', 'routine', 'dedup_generations', 'EXECUTE'),
         ('monitor', 'table', 'dedup_generations', 'SELECT'),
         ('monitor', 'routine', 'peek', 'EXECUTE'),
@@ -546,6 +618,6 @@ COMMENT ON FUNCTION whizbang.grant_admin(regrole, text[]) IS
     'retry_dead_letters_matching, discard_dead_letters, discard_dead_letters_matching; settings; policies: '
     'wh_idempotency_policies, wh_retry_policies; '
     'maintenance: perform_maintenance, run_maintenance, cancel_work, requeue, reschedule; monitor: stats, queues, '
-    'peek, leases, lease_store, dedup_generations, check; default: all) and returns the GRANT statements it ran. '
+    'counters, peek, leases, lease_store, dedup_generations, check; default: all) and returns the GRANT statements it ran. '
     'The caller must be able to grant them. Errors: 22004 null p_role or no capability, 22023 unknown capability, '
     '42501 the caller may not grant.';

@@ -11,11 +11,22 @@
 #include "pg/boundary/arrays.h"
 #include "pg/claim/claim_engine.h"
 #include "pg/claim/retry_policies.h"
+#include "pg/ops/counters.h"
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
 
 namespace whizbang::pg {
 namespace {
+
+// claim_work's result rows in SPI's tuple table, counted by their consumer (column 14; NULL for
+// the outbox).
+void count_claimed(Source source, uint64 rows) {
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        const Datum consumer = spi_value(r, 14, &isnull);
+        count(source, isnull ? std::string() : text_from_datum(consumer), core::Counter::claimed, 1);
+    }
+}
 
 // This instance's pre-leased rows that still carry the lease they were stored with.
 WorkPlan preleased_plan = WorkPlan::replanned(
@@ -261,6 +272,7 @@ public:
             {uuid_array(ids), text_array(consumers), int8_array(tokens), PointerGetDatum(c_.instance.data()),
              TimestampTzGetDatum(c_.expiry)});
         spi_rows_to_result(rsinfo_, rows);
+        count_claimed(c_.source, rows);
         done.handed = static_cast<int>(rows);
         return done;
     }

@@ -17,6 +17,7 @@
 
 #include "core/partition.h"
 #include "pg/claim/retry_policies.h"
+#include "pg/ops/counters.h"
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
 #include "pg/lease/lease_store.h"
@@ -422,6 +423,7 @@ void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo) {
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
     });
+    for (const shm::LeaseKey& key : out.keys) count(key.source, key.consumer, core::Counter::claimed, 1);
 }
 
 }  // namespace whizbang::pg

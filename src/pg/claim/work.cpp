@@ -22,6 +22,7 @@
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
 #include "pg/claim/retry_policies.h"
+#include "pg/ops/counters.h"
 
 #include "pg/boundary/owner.h"
 #include "pg/citus/citus_route.h"
@@ -251,8 +252,12 @@ void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::v
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
     if (ids.empty()) return;
     ++dead_letter_calls;
-    dead_letter_plans[static_cast<int>(source)][in_shard_scope() ? 1 : 0].execute(
+    const uint64 moved = dead_letter_plans[static_cast<int>(source)][in_shard_scope() ? 1 : 0].execute(
         {uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
+    // The rows named are locked by the caller, so all of them moved; should fewer have, the
+    // first ones' consumers are counted.
+    for (std::size_t i = 0; i < ids.size() && i < moved; ++i)
+        count(source, consumers[i], core::Counter::dead_lettered, 1);
 }
 
 // claim_work on a distributed install: asks the nodes shard by shard (starting at another shard

@@ -22,6 +22,7 @@
 #include "pg/boundary/spi.h"
 #include "pg/claim/retry_policies.h"
 #include "pg/claim/work.h"
+#include "pg/ops/counters.h"
 #include "pg/wait/work_wait.h"
 #include "pg/boundary/required_privileges.h"
 #include "pg/outcomes/named_work.h"
@@ -115,6 +116,7 @@ WB_ROUTED_FUNCTION(wb_complete_work, by_claimed_id) {
         else
             delete_done_plan[n.source].execute({n.consumer_datum, uuid_array(done)});
     }
+    count(n.source, n.consumer, core::Counter::completed, done.size());
     explain_not_found("complete_work", n, outcomes);
     spi.finish();
     emit(fcinfo, n, outcomes);
@@ -189,6 +191,7 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
         retry_plan[n.source].execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
                             nullable_text_array(retry_errors)});
     dead_letter(n.source, dead_ids, dead_consumers, dead_errors, n.now);
+    count(n.source, n.consumer, core::Counter::failed, retry_ids.size() + dead_ids.size());
     end_runs(n.source, runs, true);
     explain_not_found("fail_work", n, outcomes);
     spi.finish();
@@ -365,6 +368,7 @@ WB_ROUTED_FUNCTION(wb_complete_outbox_published, by_claimed_id) {
             (void)shm::end({Source::outbox, id, ""}, std::nullopt, &mismatch, true);
         }
     }
+    count(Source::outbox, "", core::Counter::completed, done);
     spi.finish();
     PG_RETURN_INT32(static_cast<int32>(done));
 }
