@@ -126,8 +126,8 @@ RETURNS TABLE (message_id uuid, outcome text, scheduled_for timestamptz)
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION whizbang.requeue(text, uuid[], text, boolean, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.requeue(text, uuid[], text, boolean, timestamptz) IS
-    'Makes named pending or scheduled work due at p_now (attempts and stream order kept): one row per element, '
-    'in input order. Outcome: requeued (scheduled_for = p_now) | leased (under a live lease: unchanged; '
+    'Makes named pending or scheduled work due now: at p_now, or at its own earlier due time (attempts and stream '
+    'order kept): one row per element, in input order. Outcome: requeued (scheduled_for: the due time) | leased (under a live lease: unchanged; '
     'p_take_over => true ends that lease, its holder''s token then answers lease_lost) | not_found (unknown, '
     'completed, dead-lettered, another consumer''s). p_consumer is ignored for the outbox. Errors: 22004, 22023, '
     '2202E, 54000, 25006, 42501.';
@@ -341,6 +341,16 @@ BEGIN
     END IF;
     IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition
                 WHERE logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox'::pg_catalog.regclass) THEN
+        -- An install distributed before 0.16.0: the update made the retry policies' table on every
+        -- node, each its own; it is shared from here on (the coordinator's rows are copied).
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+                        WHERE logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_retry_policies'::pg_catalog.regclass) THEN
+            PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+            PERFORM pg_catalog.create_reference_table('whizbang.wh_retry_policies');
+            PERFORM pg_catalog.truncate_local_data_after_distributing_table('whizbang.wh_retry_policies');
+            RAISE NOTICE 'whizbang: wh_retry_policies is a reference table now, on every node';
+            RETURN;
+        END IF;
         RAISE NOTICE 'whizbang is distributed already';
         RETURN;
     END IF;
@@ -415,6 +425,10 @@ BEGIN
 END
 $$;
 
+-- An install distributed before this update: the table can become a reference table only once
+-- every node has it, and Citus updates the workers after the coordinator. Until the operator runs
+-- whizbang.distribute() again (docs/scaleout.md; check() says so), every node reads its own,
+-- empty copy: the database settings apply everywhere.
 DO $$
 DECLARE
     v_distributed boolean := false;
@@ -425,10 +439,8 @@ BEGIN
            INTO v_distributed;
     END IF;
     IF v_distributed THEN
-        -- The coordinator of an install distributed before this update (the workers have the
-        -- table from their own run of this script: Citus's shells).
-        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
-        PERFORM pg_catalog.create_reference_table('whizbang.wh_retry_policies');
+        RAISE NOTICE 'whizbang 0.16.0: run SELECT whizbang.distribute() once every node is updated, so that the retry '
+                     'policies (wh_retry_policies) are shared by every node';
     END IF;
 END
 $$;
@@ -502,6 +514,102 @@ CREATE VIEW whizbang.counters AS
 REVOKE ALL ON whizbang.counters FROM PUBLIC;
 COMMENT ON VIEW whizbang.counters IS 'whizbang.counters(): throughput per source and consumer since the server started.';
 
+-- check() reports whether the retry policies are shared on a distributed install.
+CREATE OR REPLACE FUNCTION whizbang.check()
+RETURNS TABLE (item text, ok boolean, detail text)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_distributed boolean := false;
+    v_have integer[];
+    v_missing integer[];
+    v_missing_count integer;
+    v_extra bigint;
+    v_owner oid;
+    v_holders text[];
+    v_groups bigint;
+BEGIN
+    SELECT e.extowner INTO v_owner FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'whizbang';
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox''::pg_catalog.regclass)'
+           INTO v_distributed;
+    END IF;
+
+    item := 'distributed'; ok := true;
+    detail := CASE WHEN v_distributed THEN 'whizbang''s tables are Citus tables (docs/scaleout.md)'
+                   ELSE 'a single server' END;
+    RETURN NEXT;
+
+    -- Every privilege that changes the routing state (reading wh_partitions is harmless: a
+    -- monitoring role's check() does), held by a role that is not the extension's owner.
+    SELECT pg_catalog.array_agg(DISTINCT h ORDER BY h) INTO v_holders FROM (
+        SELECT pg_catalog.format('%s on wh_partitions: %s',
+                   CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
+                   a.privilege_type) AS h
+          FROM pg_catalog.pg_class c, LATERAL pg_catalog.aclexplode(c.relacl) a
+         WHERE c.oid OPERATOR(pg_catalog.=) 'whizbang.wh_partitions'::pg_catalog.regclass
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner
+           AND a.privilege_type OPERATOR(pg_catalog.<>) 'SELECT'
+        UNION ALL
+        SELECT pg_catalog.format('%s on %s: EXECUTE',
+                   CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC' ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END,
+                   p.oid::pg_catalog.regprocedure)
+          FROM pg_catalog.pg_proc p, LATERAL pg_catalog.aclexplode(p.proacl) a
+         WHERE p.pronamespace OPERATOR(pg_catalog.=) 'whizbang'::pg_catalog.regnamespace
+           AND p.proname OPERATOR(pg_catalog.=) '_on_shard'
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner) s;
+    item := 'routing privileges';
+    ok := v_holders IS NULL;
+    detail := CASE WHEN ok THEN 'only the extension''s owner may change routing rows or call _on_shard'
+                   ELSE 'revoke: ' OPERATOR(pg_catalog.||) pg_catalog.array_to_string(v_holders, '; ') END;
+    RETURN NEXT;
+
+    IF v_distributed THEN
+        SELECT pg_catalog.array_agg(p.partition_number) INTO v_have FROM whizbang.wh_partitions p;
+        SELECT pg_catalog.count(*)::integer,
+               (pg_catalog.array_agg(g.n ORDER BY g.n))[1:20]
+          INTO v_missing_count, v_missing
+          FROM pg_catalog.generate_series(0, 9999) AS g(n)
+          LEFT JOIN pg_catalog.unnest(v_have) AS h(p) ON h.p OPERATOR(pg_catalog.=) g.n
+         WHERE h.p IS NULL;
+        SELECT pg_catalog.count(*) INTO v_extra
+          FROM pg_catalog.unnest(v_have) AS h(p)
+         WHERE h.p IS NULL OR h.p OPERATOR(pg_catalog.<) 0 OR h.p OPERATOR(pg_catalog.>) 9999;
+        item := 'routing rows';
+        ok := v_missing_count OPERATOR(pg_catalog.=) 0 AND v_extra OPERATOR(pg_catalog.=) 0;
+        detail := CASE WHEN ok THEN '10000 partitions, each with its routing row'
+                       ELSE pg_catalog.format('%s of the partitions 0..9999 have no routing row (first: %s), '
+                                              '%s rows are outside 0..9999; restore with INSERT INTO '
+                                              'whizbang.wh_partitions SELECT g FROM pg_catalog.generate_series(0, 9999) g '
+                                              'ON CONFLICT DO NOTHING',
+                                              v_missing_count, pg_catalog.array_to_string(v_missing, ', '), v_extra) END;
+        RETURN NEXT;
+
+        EXECUTE 'SELECT pg_catalog.count(DISTINCT p.colocationid) FROM pg_catalog.pg_dist_partition p'
+                ' JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.logicalrelid'
+                ' WHERE c.relnamespace OPERATOR(pg_catalog.=) ''whizbang''::pg_catalog.regnamespace'
+                '   AND p.partmethod OPERATOR(pg_catalog.=) ''h'''
+                '   AND c.relname OPERATOR(pg_catalog.<>) ''wh_idempotency_keys'''
+           INTO v_groups;
+        item := 'colocation';
+        ok := v_groups OPERATOR(pg_catalog.=) 1;
+        detail := pg_catalog.format('the distributed work tables are in %s colocation group(s); routing needs 1', v_groups);
+        RETURN NEXT;
+
+        -- 0.16.0's retry policies on an install distributed before it (the update cannot share them).
+        item := 'retry policies';
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_retry_policies''::pg_catalog.regclass)'
+           INTO ok;
+        detail := CASE WHEN ok THEN 'wh_retry_policies is a reference table: every node applies the same policies'
+                       ELSE 'wh_retry_policies is not shared yet (an install distributed before 0.16.0): run SELECT '
+                            'whizbang.distribute() on the coordinator once every node is updated' END;
+        RETURN NEXT;
+    END IF;
+END;
+$$;
+
 CREATE OR REPLACE FUNCTION whizbang._capability_grants()
 RETURNS TABLE (capability text, kind text, object_name text, privileges text)
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
@@ -565,6 +673,7 @@ AS $$
         ('dead_letters', 'routine', 'retry_dead_letters_matching', 'EXECUTE'),
         ('dead_letters', 'routine', 'discard_dead_letters', 'EXECUTE'),
         ('dead_letters', 'routine', 'discard_dead_letters_matching', 'EXECUTE'),
+        ('dead_letters', 'routine', '_dead_letters_matching', 'EXECUTE'),
         ('dead_letters', 'table', 'wh_dead_letters', 'SELECT, UPDATE, DELETE'),
         ('dead_letters', 'table', 'wh_inbox', 'SELECT, INSERT'),
         ('dead_letters', 'table', 'wh_inbox_streams', 'SELECT, INSERT, UPDATE'),

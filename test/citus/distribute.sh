@@ -85,21 +85,23 @@ check "idempotency keys are distributed by scope, in a colocation group of their
   "SELECT partmethod = 'h' AND column_to_column_name(logicalrelid, partkey) = 'scope'
           AND colocationid <> (SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'whizbang.wh_inbox'::regclass)
      FROM pg_dist_partition WHERE logicalrelid = 'whizbang.wh_idempotency_keys'::regclass"
-check "settings, their defaults and the idempotency policies are reference tables" \
-  "SELECT count(*) = 3 FROM pg_dist_partition WHERE partmethod = 'n' AND repmodel = 't'
-      AND logicalrelid::text IN ('whizbang.wh_settings', 'whizbang.wh_setting_defaults', 'whizbang.wh_idempotency_policies')"
+check "settings, their defaults, the idempotency and the retry policies are reference tables" \
+  "SELECT count(*) = 4 FROM pg_dist_partition WHERE partmethod = 'n' AND repmodel = 't'
+      AND logicalrelid::text IN ('whizbang.wh_settings', 'whizbang.wh_setting_defaults', 'whizbang.wh_idempotency_policies',
+                                 'whizbang.wh_retry_policies')"
 keys_sql="SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = k.conrelid
             AND a.attnum = ANY (k.conkey) AND a.attname IN ('partition_number', 'scope')))
      FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
     WHERE c.relnamespace = 'whizbang'::regnamespace AND k.contype IN ('p', 'u')
-      AND c.relname NOT IN ('wh_settings', 'wh_setting_defaults', 'wh_idempotency_policies', 'wh_dedup_filters')"
+      AND c.relname NOT IN ('wh_settings', 'wh_setting_defaults', 'wh_idempotency_policies', 'wh_retry_policies',
+                            'wh_dedup_filters')"
 check_eq "every primary and unique key includes the distribution column (coordinator)" 0 "$(q "$keys_sql")"
 worker_keys_sql="SET citus.show_shards_for_app_name_prefixes = '*';
   SELECT count(*) || ' keys, ' || count(*) FILTER (WHERE NOT EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = k.conrelid
             AND a.attnum = ANY (k.conkey) AND a.attname IN ('partition_number', 'scope'))) || ' without'
      FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
     WHERE c.relnamespace = 'whizbang'::regnamespace AND k.contype IN ('p', 'u')
-      AND c.relname !~ '^wh_(settings|setting_defaults|idempotency_policies|dedup_filters)'"
+      AND c.relname !~ '^wh_(settings|setting_defaults|idempotency_policies|retry_policies|dedup_filters)'"
 check_eq "every primary and unique key includes the distribution column (a worker: 10 shells, 10 tables x 2 shards)" \
   "30 keys, 0 without" "$(cq "$WORKER1_PORT" "$worker_keys_sql" | tail -1)"
 check "the coordinator's own copies of the tables hold no rows (Citus's shells)" \

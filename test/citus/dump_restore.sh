@@ -191,7 +191,7 @@ check "B: every message id once (inbox 38, outbox 9), every dedup record once (5
       AND (SELECT count(*) = 9 AND count(DISTINCT message_id) = 9 FROM whizbang.wh_outbox)
       AND (SELECT count(*) = 50 AND count(DISTINCT (consumer, message_id)) = 50 FROM whizbang.wh_message_deduplication)"
 check "B: check() items all ok, and it sees a distributed install" \
-  "SELECT bool_and(ok) AND count(*) = 4 AND bool_or(detail LIKE '%are Citus tables%') FROM whizbang.check()"
+  "SELECT bool_and(ok) AND count(*) = 5 AND bool_or(detail LIKE '%are Citus tables%') FROM whizbang.check()"
 check "B: distribute() emptied the coordinator's own copies of the restored tables" \
   "SELECT bool_and(pg_relation_size(c.oid) = 0) FROM pg_class c WHERE c.relnamespace = 'whizbang'::regnamespace AND c.relkind = 'r'"
 check "B: the settings and the policy are in effect, on every node" \

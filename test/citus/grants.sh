@@ -110,7 +110,7 @@ check_eq "r_inbox: UPDATE on wh_partitions is refused" 42501 \
   "$(as r_inbox "SELECT public.sqlstate_of(\$\$UPDATE whizbang.wh_partitions SET partition_number = 7 WHERE partition_number = 7\$\$)")"
 check_eq "r_inbox: whizbang._on_shard (which chooses a node's lease token) is refused" 42501 \
   "$(as r_inbox "SELECT public.sqlstate_of(\$\$SELECT whizbang._on_shard(1, 1, 99999, true)\$\$)")"
-check "check(): every item ok" "SELECT bool_and(ok) AND count(*) = 4 FROM whizbang.check()"
+check "check(): every item ok" "SELECT bool_and(ok) AND count(*) = 5 FROM whizbang.check()"
 q "GRANT DELETE ON whizbang.wh_partitions TO r_inbox"
 check "check(): a role with DELETE on wh_partitions is reported" \
   "SELECT NOT ok AND detail LIKE '%r_inbox on wh_partitions: DELETE%' FROM whizbang.check() WHERE item = 'routing privileges'"

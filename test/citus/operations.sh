@@ -44,6 +44,15 @@ check "0.10.0's routing grants are taken back" \
 check "the update's new setting (dedup_generations) reached every node's placement, once" \
   "SELECT bool_and(result = '30 1') AND count(*) = 2
      FROM run_command_on_workers(\$\$SELECT max(value) || ' ' || count(*) FROM whizbang.settings WHERE setting_key = 'dedup_generations'\$\$)"
+check "check(): after the update, the retry policies are not shared yet" \
+  "SELECT NOT ok FROM whizbang.check() WHERE item = 'retry policies'"
+q "SELECT whizbang.distribute()" >/dev/null
+check "distribute() again makes wh_retry_policies a reference table" \
+  "SELECT count(*) = 1 FROM pg_dist_partition WHERE logicalrelid = 'whizbang.wh_retry_policies'::regclass AND partmethod = 'n'"
+q "INSERT INTO whizbang.wh_retry_policies (source, consumer, max_attempts) VALUES ('inbox', 'ops-policy', 3)" >/dev/null
+check "a policy written on the coordinator reaches every node" \
+  "SELECT bool_and(result = '3') AND count(*) = 2 FROM run_command_on_workers(\$\$SELECT max(p.max_attempts)
+     FROM whizbang.wh_retry_policies p\$\$)"
 check "check(): every item ok after the update" "SELECT bool_and(ok) FROM whizbang.check()"
 check "after the update: the 30 messages are on record" \
   "SELECT count(*) = 30 FROM whizbang.inbox_receive($(batch a 30), 'ops', now(), 64) WHERE outcome = 'duplicate'"

@@ -4,7 +4,7 @@
 -- Messages are picked to land on different shards (and so, with 2 workers, different nodes).
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(52);
+SELECT plan(56);
 
 CREATE FUNCTION pg_temp.id(p_n int) RETURNS uuid
 LANGUAGE sql IMMUTABLE AS $$ SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(p_n), 12, '0'))::uuid $$;
@@ -178,7 +178,7 @@ SELECT is((SELECT count(*)::int FROM whizbang.store_inbox_messages(jsonb_build_a
         pg_temp.msg(41), pg_temp.msg(42), pg_temp.msg(43, 4), pg_temp.msg(44)),
         p_consumer => 'op', p_now => '2030-01-01 00:00:00+00')), 4, 'operator: four messages on several shards');
 CREATE TEMP TABLE op1 AS SELECT * FROM whizbang.claim_work('c0000000-0000-4000-8000-000000000004', 'inbox',
-    p_now => '2030-01-01 00:00:00+00', p_consumer => 'op', p_lease_seconds => 3600);
+    p_now => '2030-01-01 00:00:00+00', p_consumer => 'op', p_lease_seconds => 7200);
 SELECT results_eq(
     $$SELECT message_id, outcome, scheduled_for FROM whizbang.reschedule('inbox',
         ARRAY[pg_temp.id(41), pg_temp.id(42), pg_temp.id(99)], '2030-01-01 01:00:00+00', 'op', true,
@@ -210,6 +210,20 @@ SELECT is((SELECT count(*)::int FROM whizbang.fail_work('inbox', ARRAY[pg_temp.i
 SELECT is(whizbang.discard_dead_letters_matching(p_consumer => 'op', p_message_type => 't'), 1,
           'discard_dead_letters_matching: through the coordinator');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_dead_letters WHERE consumer = 'op'), 0, 'the dead letter is gone');
+
+-- ---- retry policies (0.16.0): a reference table, read on the node that runs the call
+INSERT INTO whizbang.wh_retry_policies (source, consumer, max_attempts) VALUES ('inbox', 'op2', 1);
+SELECT is((SELECT count(*)::int FROM whizbang.store_inbox_messages(jsonb_build_array(pg_temp.msg(51), pg_temp.msg(52)),
+        p_consumer => 'op2', p_now => '2030-01-01 00:00:00+00')), 2, 'retry policy: two messages');
+CREATE TEMP TABLE op2 AS SELECT * FROM whizbang.claim_work('c0000000-0000-4000-8000-000000000006', 'inbox',
+    p_now => '2030-01-01 00:00:00+00', p_consumer => 'op2');
+SELECT results_eq(
+    $$SELECT message_id, outcome FROM whizbang.fail_work('inbox', ARRAY[pg_temp.id(51), pg_temp.id(52)], ARRAY['e', 'e'],
+        ARRAY[(SELECT lease_token FROM op2 WHERE message_id = pg_temp.id(51)),
+              (SELECT lease_token FROM op2 WHERE message_id = pg_temp.id(52))], NULL, 'op2', '2030-01-01 00:00:01+00')$$,
+    $$VALUES (pg_temp.id(51), 'dead_lettered'), (pg_temp.id(52), 'dead_lettered')$$,
+    'retry policy: the coordinator''s policy (max_attempts 1) is in effect on every node');
+SELECT lives_ok($$SELECT * FROM whizbang.counters()$$, 'counters() through the coordinator');
 
 -- ---- a call for one partition touches one node
 SELECT is((SELECT count(DISTINCT get_shard_id_for_distribution_column('whizbang.wh_inbox', p))::int

@@ -41,15 +41,17 @@ INSERT INTO documented VALUES
     ('relay', 'routine', 'claim_work'), ('relay', 'routine', 'complete_work'), ('relay', 'routine', 'fail_work'),
     ('relay', 'routine', 'renew_leases'), ('relay', 'routine', 'release_work'),
     ('relay', 'routine', 'complete_outbox_published'), ('relay', 'routine', 'partition_of'),
-    ('dead_letters', 'routine', 'retry_dead_letters'),
+    ('dead_letters', 'routine', 'retry_dead_letters'), ('dead_letters', 'routine', 'retry_dead_letters_matching'),
+    ('dead_letters', 'routine', 'discard_dead_letters'), ('dead_letters', 'routine', 'discard_dead_letters_matching'),
     ('settings', 'table', 'settings'), ('settings', 'table', 'wh_settings'),
-    ('policies', 'table', 'wh_idempotency_policies'),
+    ('policies', 'table', 'wh_idempotency_policies'), ('policies', 'table', 'wh_retry_policies'),
     ('maintenance', 'routine', 'perform_maintenance'), ('maintenance', 'routine', 'run_maintenance'),
-    ('maintenance', 'routine', 'cancel_work'),
+    ('maintenance', 'routine', 'cancel_work'), ('maintenance', 'routine', 'requeue'), ('maintenance', 'routine', 'reschedule'),
     ('monitor', 'routine', 'stats'), ('monitor', 'table', 'stats'), ('monitor', 'routine', 'queues'),
     ('monitor', 'table', 'queues'), ('monitor', 'routine', 'peek'), ('monitor', 'table', 'leases'),
     ('monitor', 'routine', '_leases'), ('monitor', 'routine', 'lease_store'), ('monitor', 'routine', 'dedup_generations'),
-    ('monitor', 'table', 'dedup_generations'), ('monitor', 'routine', 'check');
+    ('monitor', 'table', 'dedup_generations'), ('monitor', 'routine', 'check'), ('monitor', 'routine', 'counters'),
+    ('monitor', 'table', 'counters');
 SELECT is((SELECT array_agg(d.capability || ': ' || d.object_name ORDER BY 1)
              FROM (SELECT capability, kind, object_name FROM documented
                    EXCEPT SELECT capability, kind, object_name FROM whizbang._capability_grants()) d),
@@ -98,17 +100,25 @@ INSERT INTO calls VALUES
                (SELECT count(*) FROM whizbang.complete_work('outbox', ARRAY(SELECT message_id FROM c OFFSET 2 LIMIT 1), NULL)),
                whizbang.complete_outbox_published(ARRAY(SELECT message_id FROM c OFFSET 3))$$),
     ('dead_letters', 'retry_dead_letters', $$SELECT whizbang.retry_dead_letters(ARRAY(SELECT dead_letter_id FROM whizbang.wh_dead_letters))$$),
+    ('dead_letters', 'by filter', $$SELECT whizbang.retry_dead_letters_matching(p_consumer => 'cap'),
+                                          whizbang.discard_dead_letters_matching(p_consumer => 'nobody'),
+                                          whizbang.discard_dead_letters(ARRAY[-1]::bigint[])$$),
     ('settings', 'settings', $$SELECT count(*) FROM whizbang.settings; UPDATE whizbang.wh_settings SET setting_value = setting_value WHERE setting_key = 'max_attempts'$$),
     ('policies', 'policies', $$SELECT count(*) FROM whizbang.wh_idempotency_policies$$),
+    ('policies', 'retry policies', $$INSERT INTO whizbang.wh_retry_policies (source, consumer, max_attempts) VALUES ('inbox', 'cap-p', 3);
+                                     UPDATE whizbang.wh_retry_policies SET max_attempts = 4; DELETE FROM whizbang.wh_retry_policies$$),
     ('maintenance', 'perform_maintenance', $$SELECT count(*) FROM whizbang.perform_maintenance()$$),
     ('maintenance', 'cancel_work', $$SELECT * FROM whizbang.cancel_work('inbox', ARRAY[md5('cap_in6')::uuid], 'cap')$$),
+    ('maintenance', 'requeue, reschedule', $$SELECT * FROM whizbang.requeue('inbox', ARRAY[md5('cap_in6')::uuid], 'cap');
+                                              SELECT * FROM whizbang.reschedule('inbox', ARRAY[md5('cap_in6')::uuid], now(), 'cap')$$),
     ('monitor', 'stats', $$SELECT count(*) FROM whizbang.stats(); SELECT count(*) FROM whizbang.stats$$),
     ('monitor', 'queues', $$SELECT count(*) FROM whizbang.queues(); SELECT count(*) FROM whizbang.queues$$),
     ('monitor', 'peek', $$SELECT count(*) FROM whizbang.peek(); SELECT count(*) FROM whizbang.peek('inbox', 'cap')$$),
     ('monitor', 'leases', $$SELECT count(*) FROM whizbang.leases$$),
     ('monitor', 'lease_store', $$SELECT whizbang.lease_store()$$),
     ('monitor', 'dedup_generations', $$SELECT count(*) FROM whizbang.dedup_generations(); SELECT count(*) FROM whizbang.dedup_generations$$),
-    ('monitor', 'check', $$SELECT count(*) FROM whizbang.check()$$);
+    ('monitor', 'check', $$SELECT count(*) FROM whizbang.check()$$),
+    ('monitor', 'counters', $$SELECT count(*) FROM whizbang.counters(); SELECT count(*) FROM whizbang.counters$$);
 
 CREATE FUNCTION pg_temp.run_as_capability(p_capability text, p_label text, p_sql text) RETURNS text LANGUAGE plpgsql AS $$
 DECLARE

@@ -112,9 +112,10 @@ SELECT results_eq(
         p_now => pg_temp.at(120))$$,
     $$SELECT * FROM unnest(pg_temp.ids('{10,11,12,13,99,10,14}'),
                           '{requeued,leased,requeued,requeued,not_found,requeued,not_found}'::text[],
-                          ARRAY[pg_temp.at(120), NULL, pg_temp.at(120), pg_temp.at(120), NULL, pg_temp.at(120), NULL])$$,
-    'requeue: one row per element in input order: scheduled, lapsed and pending work requeued (due at p_now), a live '
-    'lease leased, an unknown id or another consumer''s not_found, a repeated id the same answer');
+                          ARRAY[pg_temp.at(120), NULL, pg_temp.at(0), pg_temp.at(100), NULL, pg_temp.at(120), NULL])$$,
+    'requeue: one row per element in input order: scheduled, lapsed and pending work requeued (due at p_now, or at '
+    'its own earlier due time), a live lease leased, an unknown id or another consumer''s not_found, a repeated id '
+    'the same answer');
 SELECT is((SELECT scheduled_for FROM whizbang.wh_inbox WHERE consumer = 'rq' AND message_id = pg_temp.id(10)),
           pg_temp.at(120), 'requeue: the row is due at p_now');
 SELECT is((SELECT attempts FROM whizbang.wh_inbox WHERE consumer = 'rq' AND message_id = pg_temp.id(10)), 1,

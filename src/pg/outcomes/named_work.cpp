@@ -14,7 +14,7 @@ namespace whizbang::pg {
 namespace {
 
 WorkPlan lock_named_plan(
-    "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq, w.lease_expiry"
+    "SELECT w.message_id, w.lease_token, w.attempts, w.stream_id, w.stream_seq, w.lease_expiry, w.scheduled_for"
     "  FROM whizbang.wh_inbox w"
     " WHERE w.message_id OPERATOR(pg_catalog.=) ANY ($2) AND w.consumer OPERATOR(pg_catalog.=) $1"
     "   AND w.processed_at IS NULL"
@@ -57,6 +57,7 @@ void lock_named(Named& n) {
         bool no_expiry = false;
         Datum expiry = spi_value(r, 6, &no_expiry);
         if (!no_expiry) row.lease_expiry = DatumGetTimestampTz(expiry);
+        row.due = DatumGetTimestampTz(spi_value(r, 7, &isnull));
         if (shared_leases_active()) {
             // The row's lease lives in shared memory; one this transaction is already ending
             // is no lease any more.

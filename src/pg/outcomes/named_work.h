@@ -25,6 +25,7 @@ struct Row {
     std::optional<core::Uuid> stream;
     int64_t seq = 0;
     std::optional<TimestampTz> lease_expiry;
+    TimestampTz due = 0;  // scheduled_for (read by lock_named only)
 };
 
 // The arguments every one of these functions takes, and the rows they name, locked.

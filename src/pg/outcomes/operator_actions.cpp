@@ -8,6 +8,7 @@
 // claims and cancel_work: it ends too. The row keeps its attempts and its place in its stream:
 // a stream's rows still go out oldest first, so a later due time on a head holds the stream
 // back, and an earlier one on a row behind the head changes nothing until it is the head.
+#include <algorithm>
 #include <map>
 
 #include "pg/boundary/args.h"
@@ -27,12 +28,14 @@ namespace {
 // (with the shared-memory store they are empty already).
 WorkPlan schedule_plan(
     "UPDATE whizbang.wh_inbox w"
-    "   SET scheduled_for = $3, lease_instance = NULL, lease_token = NULL, lease_expiry = NULL"
-    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) ANY ($2)"
+    "   SET scheduled_for = u.due, lease_instance = NULL, lease_token = NULL, lease_expiry = NULL"
+    "  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(id, due)"
+    " WHERE w.consumer OPERATOR(pg_catalog.=) $1 AND w.message_id OPERATOR(pg_catalog.=) u.id"
     "   AND w.processed_at IS NULL",
-    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZOID});
+    {TEXTOID, UUIDARRAYOID, TIMESTAMPTZARRAYOID});
 
-// Moves every named row that is not refused to `at`; `done` is the outcome word.
+// Moves every named row that is not refused to `at` (requeue, at_arg < 0: to p_now, or keeps
+// an earlier due time: work that is due already keeps its place); `done` is the outcome word.
 void move_named(FunctionCallInfo fcinfo, const char* function, const char* done, int at_arg, int consumer_arg_no,
                 int take_over_arg, int now_arg) {
     Named n;
@@ -41,6 +44,12 @@ void move_named(FunctionCallInfo fcinfo, const char* function, const char* done,
     const bool take_over = PG_GETARG_BOOL(take_over_arg);
     const TimestampTz at = at_arg < 0 ? n.now : timestamptz_arg(fcinfo, at_arg, "p_at");
     if (!n.ids.empty()) require_source_privileges(function, n.source);
+    // Refused before a row is locked: SELECT ... FOR UPDATE's own error would name the statement.
+    if (!n.ids.empty())
+        pg_call([&] {
+            PreventCommandIfReadOnly(function);
+            PreventCommandDuringRecovery(function);
+        });
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
     if (must_route()) {
         route_outcomes(fcinfo, function, n.source, n.ids, n.consumer);
@@ -49,6 +58,7 @@ void move_named(FunctionCallInfo fcinfo, const char* function, const char* done,
     SpiConnection spi;
     lock_named(n);
     std::vector<core::Uuid> moved;
+    std::vector<TimestampTz> moved_to;
     std::vector<RunAfter> runs;
     std::vector<core::Uuid> counted;  // shared-memory leases ended: their deliveries last
     std::vector<int> counted_attempts;
@@ -66,16 +76,18 @@ void move_named(FunctionCallInfo fcinfo, const char* function, const char* done,
                     counted_attempts.push_back(row.attempts);
                 }
             }
+            const TimestampTz due = at_arg < 0 ? std::min(row.due, at) : at;
             moved.push_back(id);
-            note_work(n.source, n.consumer, row.stream.value_or(id), at, n.now);
-            out = Outcome{done, at};
+            moved_to.push_back(due);
+            note_work(n.source, n.consumer, row.stream.value_or(id), due, n.now);
+            out = Outcome{done, due};
         }
         decided[id] = out;
         return out;
     });
     if (!counted.empty())
         write_attempts(n.source, counted, std::vector<std::string>(counted.size(), n.consumer), counted_attempts);
-    if (!moved.empty()) schedule_plan[n.source].execute({n.consumer_datum, uuid_array(moved), TimestampTzGetDatum(at)});
+    if (!moved.empty()) schedule_plan[n.source].execute({n.consumer_datum, uuid_array(moved), timestamptz_array(moved_to)});
     // The holder's run behind a row taken over goes back with it, refunded as release_work's.
     end_runs(n.source, runs, true);
     explain_not_found(function, n, outcomes);
