@@ -274,6 +274,234 @@ COMMENT ON FUNCTION whizbang.retry_dead_letters_matching(text, text, text, times
     'required. Errors: 22023 no filter, an unknown p_source, p_limit below 1, a timestamp not finite; 54000 over '
     '1,000,000 matches (pass p_limit); 42501.';
 
+-- ---------------------------------------------------------------------------------------
+-- Retry policy per consumer (issue 33 item 4)
+-- ---------------------------------------------------------------------------------------
+-- One row per (source, consumer) with a policy of its own; each NULL column is the database
+-- setting. Read by claims (max_attempts: a row past it is dead-lettered) and fail_work (all of
+-- it), as the extension's owner: the roles that claim and fail work need no grant on it.
+CREATE TABLE whizbang.wh_retry_policies (
+    source               text NOT NULL CHECK (source IN ('inbox', 'outbox')),
+    consumer             text COLLATE "C" NOT NULL DEFAULT ''
+                              CHECK (pg_catalog.octet_length(consumer) OPERATOR(pg_catalog.<=) 1024),
+    max_attempts         integer CHECK (max_attempts BETWEEN 1 AND 1000000),
+    retry_base_seconds   integer CHECK (retry_base_seconds BETWEEN 0 AND 31536000),
+    retry_max_seconds    integer CHECK (retry_max_seconds BETWEEN 0 AND 31536000),
+    retry_jitter_percent integer CHECK (retry_jitter_percent BETWEEN 0 AND 100),
+    description          text,
+    PRIMARY KEY (source, consumer),
+    CONSTRAINT wh_retry_policies_outbox_consumer CHECK (source OPERATOR(pg_catalog.=) 'inbox' OR consumer OPERATOR(pg_catalog.=) '')
+);
+
+-- Backends cache the policies; a committed change drops those caches.
+CREATE TRIGGER wh_retry_policies_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON whizbang.wh_retry_policies
+    FOR EACH STATEMENT EXECUTE FUNCTION whizbang._table_changed();
+SELECT pg_catalog.pg_extension_config_dump('whizbang.wh_retry_policies', '');
+
+COMMENT ON TABLE whizbang.wh_retry_policies IS
+    'Retry policy per source and consumer (0.16.0): each column overrides the database setting of the same name '
+    'for that consumer''s work (NULL: the setting). Read by claim_work (max_attempts) and fail_work (all). The '
+    'outbox has one consumer, ''''.';
+COMMENT ON COLUMN whizbang.wh_retry_policies.source IS 'inbox or outbox.';
+COMMENT ON COLUMN whizbang.wh_retry_policies.consumer IS 'The inbox consumer the row applies to (exact, byte for byte; '''' for the outbox).';
+COMMENT ON COLUMN whizbang.wh_retry_policies.max_attempts IS
+    'Deliveries of one message before it is dead-lettered (1..1000000; NULL: the max_attempts setting).';
+COMMENT ON COLUMN whizbang.wh_retry_policies.retry_base_seconds IS
+    'First retry delay, doubled per attempt (0..31536000; NULL: the retry_base_seconds setting).';
+COMMENT ON COLUMN whizbang.wh_retry_policies.retry_max_seconds IS
+    'Cap of the retry delay (0..31536000; NULL: the retry_max_seconds setting).';
+COMMENT ON COLUMN whizbang.wh_retry_policies.retry_jitter_percent IS
+    'Random share of each retry delay: the delay is multiplied by a factor in [1 - percent/100, 1] (0..100; '
+    'NULL: 25).';
+COMMENT ON COLUMN whizbang.wh_retry_policies.description IS 'Free text.';
+COMMENT ON TRIGGER wh_retry_policies_changed ON whizbang.wh_retry_policies IS
+    'Drops the backends'' cached policies when a change commits.';
+
+-- A distributed install: the policies are a reference table, on every node, as the settings.
+CREATE OR REPLACE FUNCTION whizbang.distribute(p_shard_count integer DEFAULT 32) RETURNS void
+    LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    failed text;
+    tab text;
+    v_dead_letter_seq bigint;
+BEGIN
+    IF p_shard_count IS NULL THEN
+        RAISE EXCEPTION 'p_shard_count must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    IF p_shard_count < 1 OR p_shard_count > 64000 THEN
+        RAISE EXCEPTION 'p_shard_count must be between 1 and 64000, not %', p_shard_count USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'citus') THEN
+        RAISE EXCEPTION 'whizbang.distribute() needs the citus extension in this database'
+            USING ERRCODE = '55000', HINT = 'docs/scaleout.md shows how to set up a Citus cluster.';
+    END IF;
+    IF NOT pg_catalog.citus_is_coordinator() THEN
+        RAISE EXCEPTION 'whizbang.distribute() runs on the Citus coordinator' USING ERRCODE = '55000';
+    END IF;
+    IF EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+                WHERE logicalrelid OPERATOR(pg_catalog.=) 'whizbang.wh_inbox'::pg_catalog.regclass) THEN
+        RAISE NOTICE 'whizbang is distributed already';
+        RETURN;
+    END IF;
+
+    -- Dead letters restored from a dump of a cluster (docs/scaleout.md "Backup"): their ids came
+    -- from that cluster's nodes, each made of the node's group id (the top 16 bits) and the node's
+    -- own sequence, which no dump holds. A fresh cluster's nodes have the same group ids and start
+    -- their sequences at 1, so they must start past the restored ids, or two dead letters share one.
+    SELECT pg_catalog.max(d.dead_letter_id OPERATOR(pg_catalog.&) 281474976710655) INTO v_dead_letter_seq
+      FROM whizbang.wh_dead_letters d;
+
+    PERFORM whizbang._distribution_keys();
+    -- The workers' whizbang tables (Citus keeps them as the shells of the extension's tables)
+    -- must have the same keys before Citus creates the shards.
+    SELECT pg_catalog.string_agg(pg_catalog.format('%s:%s: %s', r.nodename, r.nodeport, r.result), '; ')
+      INTO failed
+      FROM pg_catalog.run_command_on_workers('SELECT whizbang._distribution_keys()') r
+     WHERE NOT r.success;
+    IF failed IS NOT NULL THEN
+        RAISE EXCEPTION 'whizbang.distribute(): a worker could not take the distribution keys: %', failed
+            USING ERRCODE = '55000', HINT = 'Every node needs whizbang at the coordinator''s version.';
+    END IF;
+
+    -- The settings' validation and cache triggers go with the reference tables (Citus asks
+    -- for this setting to keep triggers on a distributed table).
+    PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    PERFORM pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_setting_defaults');
+    -- The rows were validated when written; copying them to the placements must not run the
+    -- validation again (its INSERT-of-a-known-key path writes wh_settings from inside the copy).
+    ALTER TABLE whizbang.wh_settings DISABLE TRIGGER wh_settings_validate;
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_settings');
+    ALTER TABLE whizbang.wh_settings ENABLE TRIGGER wh_settings_validate;
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_idempotency_policies');
+    PERFORM pg_catalog.create_reference_table('whizbang.wh_retry_policies');
+
+    PERFORM pg_catalog.create_distributed_table('whizbang.wh_inbox', 'partition_number',
+                                                shard_count => p_shard_count, colocate_with => 'none');
+    INSERT INTO whizbang.wh_partitions (partition_number)
+    SELECT p FROM pg_catalog.generate_series(0, 9999) AS p ON CONFLICT DO NOTHING;
+    FOREACH tab IN ARRAY ARRAY['wh_partitions', 'wh_inbox_streams', 'wh_inbox_preleased',
+                               'wh_outbox', 'wh_outbox_streams', 'wh_outbox_preleased',
+                               'wh_message_deduplication', 'wh_dead_letters'] LOOP
+        PERFORM pg_catalog.create_distributed_table(pg_catalog.format('whizbang.%I', tab), 'partition_number',
+                                                    colocate_with => 'whizbang.wh_inbox');
+    END LOOP;
+    -- Idempotency keys go by a hash of their scope (Citus hashes the text): one scope, one node.
+    PERFORM pg_catalog.create_distributed_table('whizbang.wh_idempotency_keys', 'scope',
+                                                shard_count => p_shard_count, colocate_with => 'none');
+
+    -- The coordinator's own copies are empty shells from now on.
+    FOREACH tab IN ARRAY ARRAY['wh_setting_defaults', 'wh_settings', 'wh_idempotency_policies', 'wh_retry_policies',
+                               'wh_inbox', 'wh_inbox_streams', 'wh_inbox_preleased', 'wh_outbox',
+                               'wh_outbox_streams', 'wh_outbox_preleased', 'wh_message_deduplication',
+                               'wh_dead_letters', 'wh_idempotency_keys', 'wh_partitions'] LOOP
+        PERFORM pg_catalog.truncate_local_data_after_distributing_table(pg_catalog.format('whizbang.%I', tab));
+    END LOOP;
+
+    IF v_dead_letter_seq IS NOT NULL THEN
+        SELECT pg_catalog.string_agg(pg_catalog.format('%s:%s: %s', r.nodename, r.nodeport, r.result), '; ')
+          INTO failed
+          FROM pg_catalog.run_command_on_workers(pg_catalog.format(
+                   $c$SELECT pg_catalog.setval('whizbang.wh_dead_letters_dead_letter_id_seq', GREATEST(%s,
+                          (SELECT s.last_value FROM whizbang.wh_dead_letters_dead_letter_id_seq s)))$c$,
+                   v_dead_letter_seq)) r
+         WHERE NOT r.success;
+        IF failed IS NOT NULL THEN
+            RAISE EXCEPTION 'whizbang.distribute(): a worker''s dead-letter id sequence could not be moved past the restored ids: %', failed
+                USING ERRCODE = '55000';
+        END IF;
+    END IF;
+END
+$$;
+
+DO $$
+DECLARE
+    v_distributed boolean := false;
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox''::pg_catalog.regclass)'
+           INTO v_distributed;
+    END IF;
+    IF v_distributed THEN
+        -- The coordinator of an install distributed before this update (the workers have the
+        -- table from their own run of this script: Citus's shells).
+        PERFORM pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+        PERFORM pg_catalog.create_reference_table('whizbang.wh_retry_policies');
+    END IF;
+END
+$$;
+
+-- ---------------------------------------------------------------------------------------
+-- Throughput counters per source and consumer (issue 33 item 6)
+-- ---------------------------------------------------------------------------------------
+CREATE FUNCTION whizbang._counters()
+RETURNS TABLE (source text, consumer text, stored bigint, claimed bigint, completed bigint, failed bigint,
+               dead_lettered bigint)
+    AS 'MODULE_PATHNAME', 'wb_counters' LANGUAGE C VOLATILE
+    SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION whizbang._counters() FROM PUBLIC;
+COMMENT ON FUNCTION whizbang._counters() IS
+    'internal: this server''s throughput counters for this database (shared memory; no rows without '
+    'shared_preload_libraries = whizbang); counters() adds up every node''s on a Citus coordinator.';
+
+-- On a distributed install the work is counted where it runs, on the nodes: the coordinator adds
+-- up its own and every worker's (a node that cannot be reached is left out, with a NOTICE).
+CREATE FUNCTION whizbang.counters()
+RETURNS TABLE (source text, consumer text, stored bigint, claimed bigint, completed bigint, failed bigint,
+               dead_lettered bigint)
+LANGUAGE plpgsql VOLATILE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_distributed boolean := false;
+    v_unreachable bigint;
+    v_results text[];
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT pg_catalog.citus_is_coordinator() AND EXISTS (SELECT FROM pg_catalog.pg_dist_partition p'
+                '  WHERE p.logicalrelid OPERATOR(pg_catalog.=) ''whizbang.wh_inbox''::pg_catalog.regclass)'
+           INTO v_distributed;
+    END IF;
+    IF NOT v_distributed THEN
+        RETURN QUERY SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered
+                       FROM whizbang._counters() c ORDER BY 1, 2;
+        RETURN;
+    END IF;
+    EXECUTE $q$SELECT pg_catalog.array_agg(r.result) FILTER (WHERE r.success),
+                      pg_catalog.count(*) FILTER (WHERE NOT r.success)
+                 FROM pg_catalog.run_command_on_workers(
+                        'SELECT pg_catalog.coalesce(pg_catalog.json_agg(c), ''[]'') FROM whizbang._counters() c') r$q$
+       INTO v_results, v_unreachable;
+    IF v_unreachable OPERATOR(pg_catalog.>) 0 THEN
+        RAISE NOTICE 'whizbang: counters() could not reach % node(s); their counts are missing', v_unreachable;
+    END IF;
+    RETURN QUERY
+    SELECT a.source, a.consumer, pg_catalog.sum(a.stored)::bigint, pg_catalog.sum(a.claimed)::bigint,
+           pg_catalog.sum(a.completed)::bigint, pg_catalog.sum(a.failed)::bigint, pg_catalog.sum(a.dead_lettered)::bigint
+      FROM (SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered
+              FROM whizbang._counters() c
+            UNION ALL
+            SELECT x.source, x.consumer, x.stored, x.claimed, x.completed, x.failed, x.dead_lettered
+              FROM pg_catalog.unnest(v_results) AS n(result),
+                   LATERAL pg_catalog.jsonb_to_recordset(n.result::pg_catalog.jsonb)
+                       AS x(source text, consumer text, stored bigint, claimed bigint, completed bigint, failed bigint,
+                            dead_lettered bigint)) a
+     GROUP BY a.source, a.consumer
+     ORDER BY 1, 2;
+END
+$$;
+REVOKE ALL ON FUNCTION whizbang.counters() FROM PUBLIC;
+COMMENT ON FUNCTION whizbang.counters() IS
+    'Throughput per source and consumer since the server started: messages stored, claimed (deliveries), completed, '
+    'failed (fail_work calls'' ids) and dead-lettered, monotonic (a restart starts them at 0 again); a transaction''s '
+    'counts are added when it commits. consumer NULL: the consumers beyond whizbang.max_counted_consumers, together. '
+    'Needs shared_preload_libraries = whizbang (no rows without it). On a Citus coordinator: every node''s, added up.';
+
+CREATE VIEW whizbang.counters AS
+    SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered FROM whizbang.counters() c;
+REVOKE ALL ON whizbang.counters FROM PUBLIC;
+COMMENT ON VIEW whizbang.counters IS 'whizbang.counters(): throughput per source and consumer since the server started.';
+
 CREATE OR REPLACE FUNCTION whizbang._capability_grants()
 RETURNS TABLE (capability text, kind text, object_name text, privileges text)
 LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp
@@ -346,6 +574,7 @@ AS $$
         ('settings', 'table', 'wh_setting_defaults', 'SELECT'),
         ('settings', 'table', 'settings', 'SELECT'),
         ('policies', 'table', 'wh_idempotency_policies', 'SELECT, INSERT, UPDATE, DELETE'),
+        ('policies', 'table', 'wh_retry_policies', 'SELECT, INSERT, UPDATE, DELETE'),
         ('maintenance', 'routine', 'perform_maintenance', 'EXECUTE'),
         ('maintenance', 'routine', 'run_maintenance', 'EXECUTE'),
         ('maintenance', 'routine', 'cancel_work', 'EXECUTE'),
@@ -374,6 +603,10 @@ AS $$
         ('monitor', 'table', 'wh_message_deduplication', 'SELECT'),
         ('monitor', 'table', 'wh_idempotency_keys', 'SELECT'),
         ('monitor', 'table', 'wh_partitions', 'SELECT'),
+        ('monitor', 'table', 'wh_retry_policies', 'SELECT'),
+        ('monitor', 'routine', 'counters', 'EXECUTE'),
+        ('monitor', 'routine', '_counters', 'EXECUTE'),
+        ('monitor', 'table', 'counters', 'SELECT'),
         ('monitor', 'routine', 'dedup_generations', 'EXECUTE'),
         ('monitor', 'table', 'dedup_generations', 'SELECT'),
         ('monitor', 'routine', 'peek', 'EXECUTE'),
@@ -382,8 +615,9 @@ AS $$
 $$;
 COMMENT ON FUNCTION whizbang.grant_admin(regrole, text[]) IS
     'Grants p_role what the operator capabilities need (dead_letters: retry_dead_letters, '
-    'retry_dead_letters_matching, discard_dead_letters, discard_dead_letters_matching; settings; policies; '
+    'retry_dead_letters_matching, discard_dead_letters, discard_dead_letters_matching; settings; policies: '
+    'wh_idempotency_policies, wh_retry_policies; '
     'maintenance: perform_maintenance, run_maintenance, cancel_work, requeue, reschedule; monitor: stats, queues, '
-    'peek, leases, lease_store, dedup_generations, check; default: all) and returns the GRANT statements it ran. '
+    'counters, peek, leases, lease_store, dedup_generations, check; default: all) and returns the GRANT statements it ran. '
     'The caller must be able to grant them. Errors: 22004 null p_role or no capability, 22023 unknown capability, '
     '42501 the caller may not grant.';

@@ -14,6 +14,7 @@
 #include "pg/boundary/schema_hint.h"
 #include "pg/citus/shard_scope.h"
 #include "pg/maintenance/maintenance.h"
+#include "pg/ops/counters.h"
 
 extern "C" {
 #include "tcop/utility.h"
@@ -31,6 +32,7 @@ namespace {
 // state of routed calls and of big batches is dropped. None of them throws.
 void on_xact(XactEvent event, void*) {
     lease_store_at_xact(event);
+    counters_at_xact(event);
     waiters_at_xact(event);
     shard_scope_at_xact(event);
     memory_at_xact(event);
@@ -38,6 +40,7 @@ void on_xact(XactEvent event, void*) {
 
 void on_subxact(SubXactEvent event, SubTransactionId, SubTransactionId, void*) {
     lease_store_at_subxact(event);
+    counters_at_subxact(event);
     waiters_at_subxact(event);
 }
 
@@ -84,6 +87,7 @@ void _PG_init(void) {
     maintenance_preload_init();
     work_wait_preload_init();
     lease_store_preload_init();
+    counters_preload_init();
     claim_memory_preload_init();
     prev_utility = ProcessUtility_hook;
     ProcessUtility_hook = on_utility;

@@ -4,7 +4,7 @@
 -- Messages are picked to land on different shards (and so, with 2 workers, different nodes).
 SET client_min_messages = warning;
 BEGIN;
-SELECT plan(43);
+SELECT plan(52);
 
 CREATE FUNCTION pg_temp.id(p_n int) RETURNS uuid
 LANGUAGE sql IMMUTABLE AS $$ SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(p_n), 12, '0'))::uuid $$;
@@ -172,6 +172,44 @@ SELECT results_eq(
     'perform_maintenance: every node purges its idempotency keys once (8 results, then 8 tombstones) and its dead letters');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_idempotency_keys WHERE scope LIKE 'rt-keys-%'), 0, 'the keys are gone');
 SELECT is((SELECT count(*)::int FROM whizbang.wh_dead_letters WHERE consumer = 'rt'), 0, 'the old dead letter is gone');
+
+-- ---- operating the queues (0.16.0): requeue / reschedule routed by id, dead letters by filter
+SELECT is((SELECT count(*)::int FROM whizbang.store_inbox_messages(jsonb_build_array(
+        pg_temp.msg(41), pg_temp.msg(42), pg_temp.msg(43, 4), pg_temp.msg(44)),
+        p_consumer => 'op', p_now => '2030-01-01 00:00:00+00')), 4, 'operator: four messages on several shards');
+CREATE TEMP TABLE op1 AS SELECT * FROM whizbang.claim_work('c0000000-0000-4000-8000-000000000004', 'inbox',
+    p_now => '2030-01-01 00:00:00+00', p_consumer => 'op', p_lease_seconds => 3600);
+SELECT results_eq(
+    $$SELECT message_id, outcome, scheduled_for FROM whizbang.reschedule('inbox',
+        ARRAY[pg_temp.id(41), pg_temp.id(42), pg_temp.id(99)], '2030-01-01 01:00:00+00', 'op', true,
+        '2030-01-01 00:00:10+00')$$,
+    $$VALUES (pg_temp.id(41), 'rescheduled', '2030-01-01 01:00:00+00'::timestamptz),
+             (pg_temp.id(42), 'rescheduled', '2030-01-01 01:00:00+00'), (pg_temp.id(99), 'not_found', NULL)$$,
+    'reschedule: outcomes in input order, each from the node of its row (leases taken over)');
+SELECT results_eq(
+    $$SELECT message_id, outcome FROM whizbang.requeue('inbox', ARRAY[pg_temp.id(43), pg_temp.id(44)], 'op',
+        p_now => '2030-01-01 00:00:10+00')$$,
+    $$VALUES (pg_temp.id(43), 'leased'), (pg_temp.id(44), 'leased')$$, 'requeue: live leases are leased');
+SELECT results_eq(
+    $$SELECT message_id, outcome FROM whizbang.complete_work('inbox', ARRAY[pg_temp.id(41), pg_temp.id(43)],
+        ARRAY[(SELECT lease_token FROM op1 WHERE message_id = pg_temp.id(41)),
+              (SELECT lease_token FROM op1 WHERE message_id = pg_temp.id(43))], 'op', '2030-01-01 00:00:11+00')$$,
+    $$VALUES (pg_temp.id(41), 'lease_lost'), (pg_temp.id(43), 'completed')$$,
+    'requeue: the holder of a taken-over lease is lease_lost, the other completes');
+SELECT results_eq(
+    $$SELECT message_id FROM whizbang.claim_work('c0000000-0000-4000-8000-000000000005', 'inbox',
+        p_now => '2030-01-01 01:00:00+00', p_consumer => 'op') ORDER BY 1$$,
+    $$VALUES (pg_temp.id(41)), (pg_temp.id(42))$$, 'reschedule: the rows are handed out at p_at');
+SELECT is((SELECT count(*)::int FROM whizbang.fail_work('inbox', ARRAY[pg_temp.id(44)], ARRAY['x'], NULL, ARRAY[false], 'op',
+                                                        '2030-01-01 00:00:12+00') WHERE outcome = 'dead_lettered'), 1,
+          'fixture: a dead letter of op');
+SELECT is(whizbang.retry_dead_letters_matching(p_consumer => 'op'), 1, 'retry_dead_letters_matching: through the coordinator');
+SELECT is((SELECT count(*)::int FROM whizbang.fail_work('inbox', ARRAY[pg_temp.id(44)], ARRAY['x'], NULL, ARRAY[false], 'op',
+                                                        '2030-01-01 00:00:13+00') WHERE outcome = 'dead_lettered'), 1,
+          'fixture: dead-lettered again');
+SELECT is(whizbang.discard_dead_letters_matching(p_consumer => 'op', p_message_type => 't'), 1,
+          'discard_dead_letters_matching: through the coordinator');
+SELECT is((SELECT count(*)::int FROM whizbang.wh_dead_letters WHERE consumer = 'op'), 0, 'the dead letter is gone');
 
 -- ---- a call for one partition touches one node
 SELECT is((SELECT count(DISTINCT get_shard_id_for_distribution_column('whizbang.wh_inbox', p))::int

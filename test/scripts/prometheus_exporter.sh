@@ -26,7 +26,8 @@ if [ "${1:-}" != "--in-cluster" ]; then
     exit 0
   fi
   status=0
-  WB_EXPORTER_PORT=$(wb_free_port) pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off \
+  # With the preload: the throughput counters (whizbang.counters) are kept in shared memory.
+  WB_EXPORTER_PORT=$(wb_free_port) pg_virtualenv -t -c "-p $(wb_free_port)" -o fsync=off -o shared_preload_libraries=whizbang \
     bash -c "bash '$PWD/test/scripts/prometheus_exporter.sh' --in-cluster" || status=$?
   exit "$status"
 fi
@@ -80,6 +81,11 @@ GRANT SELECT ON whizbang.wh_inbox, whizbang.wh_outbox,
 SQL
 # whizbang.queues arrives with 0.5.0 (issue 13 item 7): grant it, and check it, when it is there.
 has_queues=$(psql -qXtA -c "SELECT to_regclass('whizbang.queues') IS NOT NULL")
+has_counters=$(psql -qXtA -c "SELECT to_regclass('whizbang.counters') IS NOT NULL")
+if [ "$has_counters" = t ]; then
+  psql -qX -v ON_ERROR_STOP=1 -c "GRANT EXECUTE ON FUNCTION whizbang.counters(), whizbang._counters() TO whizbang_exporter;
+                                  GRANT SELECT ON whizbang.counters TO whizbang_exporter"
+fi
 if [ "$has_queues" = t ]; then
   psql -qX -v ON_ERROR_STOP=1 -c "GRANT SELECT ON whizbang.queues TO whizbang_exporter" \
     -c "GRANT EXECUTE ON FUNCTION whizbang.queues TO whizbang_exporter" >/dev/null
@@ -136,7 +142,7 @@ metric() { awk -v k="$1" '$1 == k { print $2 }' <<<"$metrics"; }
 
 check_eq "the exporter is up and reached the database" 1 "$(metric 'pg_up{}')"
 check_eq "no scrape error" 0 "$(metric 'pg_exporter_last_scrape_error{}')"
-check_eq "29 whizbang_stats_value metrics (5 of them the lease store's, 2 of waiting claims, 2 of dedup generations, 4 of logical slots)" 29 "$(grep -c '^whizbang_stats_value{metric=' <<<"$metrics" || true)"
+check_eq "40 whizbang_stats_value metrics (5 of them the lease store's, 2 of waiting claims, 2 of dedup generations, 4 of logical slots, 11 of the throughput counters)" 40 "$(grep -c '^whizbang_stats_value{metric=' <<<"$metrics" || true)"
 check_eq "stats: inbox pending 2, leased 1, scheduled 0, dead-lettered 1" "2 1 0 1" \
   "$(for k in pending leased scheduled dead_lettered; do metric "whizbang_stats_value{metric=\"inbox_$k\"}"; done | xargs)"
 check_eq "stats: outbox pending 2, leased 0, dead-lettered 0" "2 0 0" \
@@ -155,6 +161,17 @@ if [ "$has_queues" = t ]; then
     "$(q pending audit inbox) $(q dead_lettered audit inbox) $(q oldest_pending_seconds audit inbox)"
   check_eq "queues: outbox (consumer \"\") pending 2" 2 "$(q pending '' outbox)"
   check_eq "queues: 3 queues, 5 gauges each" 15 "$(grep -c '^whizbang_queues_' <<<"$metrics" || true)"
+fi
+
+if [ "$has_counters" = t ]; then
+  c() { metric "whizbang_counters_$1{consumer=\"$2\",source=\"$3\"}"; }
+  check_eq "counters: billing stored 3, claimed 1, completed 0" "3 1 0" \
+    "$(c stored billing inbox) $(c claimed billing inbox) $(c completed billing inbox)"
+  check_eq "counters: audit failed 1, dead-lettered 1" "1 1" "$(c failed audit inbox) $(c dead_lettered audit inbox)"
+  check_eq "counters: outbox (consumer \"\") stored 2" 2 "$(c stored '' outbox)"
+  check_eq "stats: inbox_stored_total 4" 4 "$(metric 'whizbang_stats_value{metric="inbox_stored_total"}')"
+  grep -q '^# TYPE whizbang_counters_stored counter' "$work/metrics" && kind=counter || kind=other
+  check_eq "the counters are Prometheus counters" counter "$kind"
 fi
 
 if [ "$FAILED" -ne 0 ]; then

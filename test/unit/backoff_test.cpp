@@ -27,6 +27,21 @@ TEST(Backoff, JitterStaysWithinThreeQuartersAndOne) {
     }
 }
 
+TEST(Backoff, JitterOfAPolicy) {
+    // No jitter: the delay exactly, whatever the random draw.
+    EXPECT_EQ(retry_delay_us(2, 40, 300, 0.0, 0), 80 * kSecond);
+    EXPECT_EQ(retry_delay_us(2, 40, 300, 0.9, 0), 80 * kSecond);
+    // All jitter: anywhere in [0, delay].
+    EXPECT_EQ(retry_delay_us(2, 40, 300, 0.0, 100), 0);
+    EXPECT_EQ(retry_delay_us(2, 40, 300, 0.5, 100), 40 * kSecond);
+    // Half: [delay / 2, delay]; out-of-range percentages are clamped.
+    EXPECT_EQ(retry_delay_us(1, 40, 300, 0.0, 50), 20 * kSecond);
+    EXPECT_EQ(retry_delay_us(1, 40, 300, 0.0, 250), 0);
+    EXPECT_EQ(retry_delay_us(1, 40, 300, 0.0, -3), 40 * kSecond);
+    // The default is DESIGN's [0.75, 1.0].
+    EXPECT_EQ(retry_delay_us(1, 40, 300, 0.0, kDefaultJitterPercent), retry_delay_us(1, 40, 300, 0.0));
+}
+
 TEST(Backoff, EdgeInputs) {
     EXPECT_EQ(retry_delay_us(0, 30, 300, 1.0), 30 * kSecond);   // attempts < 1 counts as 1
     EXPECT_EQ(retry_delay_us(-5, 30, 300, 1.0), 30 * kSecond);

@@ -10,11 +10,23 @@
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
 #include "pg/claim/claim_engine.h"
+#include "pg/claim/retry_policies.h"
+#include "pg/ops/counters.h"
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
 
 namespace whizbang::pg {
 namespace {
+
+// claim_work's result rows in SPI's tuple table, counted by their consumer (column 14; NULL for
+// the outbox).
+void count_claimed(Source source, uint64 rows) {
+    for (uint64 r = 0; r < rows; ++r) {
+        bool isnull = false;
+        const Datum consumer = spi_value(r, 14, &isnull);
+        count(source, isnull ? std::string() : text_from_datum(consumer), core::Counter::claimed, 1);
+    }
+}
 
 // This instance's pre-leased rows that still carry the lease they were stored with.
 WorkPlan preleased_plan = WorkPlan::replanned(
@@ -123,8 +135,8 @@ CachedPlan hand_out_plans[2] = {hand_out_plan(Source::inbox), hand_out_plan(Sour
 
 class RowStore : public ClaimStore {
 public:
-    RowStore(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo)
-        : c_(c), max_attempts_(max_attempts), fresh_token_(fresh_token), rsinfo_(rsinfo) {}
+    RowStore(const Claim& c, const RetryPolicies& policies, int64_t& fresh_token, ReturnSetInfo* rsinfo)
+        : c_(c), policies_(policies), fresh_token_(fresh_token), rsinfo_(rsinfo) {}
 
     std::vector<Pick> preleased(int room) override {
         const char nulls[] = {' ', ' ', c_.consumer_null, c_.partitions_null, ' ', ' ', '\0'};
@@ -233,7 +245,7 @@ public:
     }
 
     // Hands the round's picks out (one fresh token per claim_work call, drawn once) and appends
-    // them to the result; a row whose next delivery would exceed max_attempts goes to the dead
+    // them to the result; a row whose next delivery would exceed its consumer's max_attempts goes to the dead
     // letters instead.
     HandOut end_round() override {
         HandOut done;
@@ -242,7 +254,7 @@ public:
         std::vector<std::string> dead_consumers, consumers;
         std::vector<int64_t> tokens;
         for (const Pick& p : round_) {
-            if (p.attempts + 1 > max_attempts_) {
+            if (p.attempts + 1 > policies_.of(p.key.consumer).max_attempts) {
                 dead_ids.push_back(p.key.id);
                 dead_consumers.push_back(p.key.consumer);
                 continue;
@@ -260,6 +272,7 @@ public:
             {uuid_array(ids), text_array(consumers), int8_array(tokens), PointerGetDatum(c_.instance.data()),
              TimestampTzGetDatum(c_.expiry)});
         spi_rows_to_result(rsinfo_, rows);
+        count_claimed(c_.source, rows);
         done.handed = static_cast<int>(rows);
         return done;
     }
@@ -274,7 +287,7 @@ private:
     }
 
     const Claim& c_;
-    const int64_t max_attempts_;
+    const RetryPolicies& policies_;
     int64_t& fresh_token_;
     ReturnSetInfo* rsinfo_;
     std::vector<Pick> round_;  // handed out at the end of the round
@@ -282,8 +295,8 @@ private:
 
 }  // namespace
 
-int claim_rows(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
-    RowStore store(c, max_attempts, fresh_token, rsinfo);
+int claim_rows(const Claim& c, const RetryPolicies& policies, int64_t& fresh_token, ReturnSetInfo* rsinfo) {
+    RowStore store(c, policies, fresh_token, rsinfo);
     return run_claim(c, store);
 }
 

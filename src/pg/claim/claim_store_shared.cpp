@@ -16,6 +16,8 @@
 #include <set>
 
 #include "core/partition.h"
+#include "pg/claim/retry_policies.h"
+#include "pg/ops/counters.h"
 #include "pg/boundary/args.h"
 #include "pg/boundary/arrays.h"
 #include "pg/lease/lease_store.h"
@@ -101,8 +103,8 @@ constexpr int kResultColumns = 14, kAttemptsColumn = 11, kTokenColumn = 12, kSeq
 // One claim_work call's work on one source, with leases in shared memory.
 class SharedStore : public ClaimStore {
 public:
-    SharedStore(const Claim& c, int64_t max_attempts, SharedHandOut& out)
-        : c_(c), max_attempts_(max_attempts), out_(out), token_(shm::provisional_token()) {}
+    SharedStore(const Claim& c, const RetryPolicies& policies, SharedHandOut& out)
+        : c_(c), policies_(policies), out_(out), token_(shm::provisional_token()) {}
 
     std::vector<Pick> preleased(int room) override {
         const char nulls[] = {' ', c_.consumer_null, c_.partitions_null, ' ', ' ', '\0'};
@@ -344,7 +346,7 @@ private:
                                    const std::vector<TimestampTz>& expiries, const std::vector<char>& head_flags) {
         std::vector<PickToRead> to_read;
         for (const Pick& p : picks) to_read.push_back({&p.key, p.token, p.expiry, p.head});
-        if (std::optional<std::vector<PickRead>> read = read_picks(c_.source, out_.result_desc, to_read, c_.now, max_attempts_)) {
+        if (std::optional<std::vector<PickRead>> read = read_picks(c_.source, out_.result_desc, to_read, c_.now, policies_)) {
             read_desc_ = out_.result_desc;
             return std::move(*read);
         }
@@ -368,11 +370,12 @@ private:
                 if (changing[r]) continue;  // being deleted or updated elsewhere: as read_picks
                 HeapTuple t = SPI_tuptable->vals[r];  // SPI's tuple table lives until SPI_finish
                 bool isnull = false;
-                PickRead& pr = read[static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1];
+                const auto i = static_cast<std::size_t>(DatumGetInt64(SPI_getbinval(t, desc, kOrdColumn, &isnull))) - 1;
+                PickRead& pr = read[i];
                 pr.attempts = DatumGetInt32(SPI_getbinval(t, desc, kAttemptsColumn, &isnull));
                 Datum seq = SPI_getbinval(t, desc, kSeqColumn, &isnull);
                 pr.seq = isnull ? 0 : DatumGetInt64(seq);
-                pr.state = pr.attempts > max_attempts_ ? 2 : 1;
+                pr.state = pr.attempts > policies_.of(to_read[i].key->consumer).max_attempts ? 2 : 1;
                 pr.row = t;
             }
         });
@@ -380,7 +383,7 @@ private:
     }
 
     const Claim& c_;
-    const int64_t max_attempts_;
+    const RetryPolicies& policies_;
     SharedHandOut& out_;
     const int64_t token_;  // provisional until finish_shared_claim
     TupleDesc read_desc_ = nullptr;  // of the rows read_all returned last
@@ -389,8 +392,8 @@ private:
 
 }  // namespace
 
-int claim_shared(const Claim& c, int64_t max_attempts, SharedHandOut& out) {
-    SharedStore store(c, max_attempts, out);
+int claim_shared(const Claim& c, const RetryPolicies& policies, SharedHandOut& out) {
+    SharedStore store(c, policies, out);
     const int handed = run_claim(c, store);
     if (store.full()) shm::count_short_claim();
     return handed;
@@ -420,6 +423,7 @@ void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo) {
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
     });
+    for (const shm::LeaseKey& key : out.keys) count(key.source, key.consumer, core::Counter::claimed, 1);
 }
 
 }  // namespace whizbang::pg

@@ -21,6 +21,8 @@
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
 #include "pg/claim/work.h"
+#include "pg/claim/retry_policies.h"
+#include "pg/ops/counters.h"
 
 #include "pg/boundary/owner.h"
 #include "pg/citus/citus_route.h"
@@ -250,8 +252,12 @@ void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::v
                  const std::vector<std::optional<std::string>>& errors, TimestampTz now) {
     if (ids.empty()) return;
     ++dead_letter_calls;
-    dead_letter_plans[static_cast<int>(source)][in_shard_scope() ? 1 : 0].execute(
+    const uint64 moved = dead_letter_plans[static_cast<int>(source)][in_shard_scope() ? 1 : 0].execute(
         {uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
+    // The rows named are locked by the caller, so all of them moved; should fewer have, the
+    // first ones' consumers are counted.
+    for (std::size_t i = 0; i < ids.size() && i < moved; ++i)
+        count(source, consumers[i], core::Counter::dead_lettered, 1);
 }
 
 // claim_work on a distributed install: asks the nodes shard by shard (starting at another shard
@@ -429,7 +435,6 @@ WB_ROUTED_FUNCTION(wb_claim_work, by_partition) {
         std::vector<Source> order = sources;
         if (order.size() == 2 && (both_claims++ & 1u) == 1) std::reverse(order.begin(), order.end());
         SpiConnection spi;
-        const int64_t max_attempts = setting_int("max_attempts");
         int64_t fresh_token = 0;
         SharedHandOut shared;
         shared.result_desc = rsinfo->setDesc;
@@ -439,8 +444,9 @@ WB_ROUTED_FUNCTION(wb_claim_work, by_partition) {
             const bool by_consumer = s == Source::inbox && consumer;
             c.consumer = by_consumer ? text_datum(*consumer) : (Datum)0;
             c.consumer_null = by_consumer ? ' ' : 'n';
-            c.max_rows -= shared_leases_active() ? claim_shared(c, max_attempts, shared)
-                                                 : claim_rows(c, max_attempts, fresh_token, rsinfo);
+            const RetryPolicies policies(s);
+            c.max_rows -= shared_leases_active() ? claim_shared(c, policies, shared)
+                                                 : claim_rows(c, policies, fresh_token, rsinfo);
             if (c.max_rows <= 0) break;
         }
         finish_shared_claim(shared, rsinfo);

@@ -113,12 +113,14 @@ struct SharedHandOut {
     TupleDesc result_desc = nullptr;     // claim_work's result rows
 };
 
-// Claims up to c.max_rows rows of c.source with leases in shared memory; returns how many.
-int claim_shared(const Claim& c, int64_t max_attempts, SharedHandOut& out);
+// Claims up to c.max_rows rows of c.source with leases in shared memory; returns how many. A row
+// whose next delivery would exceed its consumer's max_attempts (`policies`) is dead-lettered.
+class RetryPolicies;
+int claim_shared(const Claim& c, const RetryPolicies& policies, SharedHandOut& out);
 
 // The same with leases in the work rows: one fresh token per claim_work call, drawn once into
 // `fresh_token`; the rows go straight to the result.
-int claim_rows(const Claim& c, int64_t max_attempts, int64_t& fresh_token, ReturnSetInfo* rsinfo);
+int claim_rows(const Claim& c, const RetryPolicies& policies, int64_t& fresh_token, ReturnSetInfo* rsinfo);
 
 // Draws the call's token, gives it to the call's leases and appends the rows to the result.
 void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo);

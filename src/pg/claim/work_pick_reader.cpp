@@ -141,7 +141,7 @@ std::vector<char> rows_changing_elsewhere(Source source, const std::vector<ItemP
 }
 
 std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
-                                                TimestampTz now, int64_t max_attempts) {
+                                                TimestampTz now, const RetryPolicies& policies) {
     std::vector<PickRead> out(picks.size());
     const TableNames& names = kNames[static_cast<int>(source)];
     // Everything below runs on the PostgreSQL side: no C++ object is created and nothing throws.
@@ -206,7 +206,7 @@ std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_
             }
             out[i].seq = seq;
             out[i].attempts = DatumGetInt32(value(row, wc.attempts, &isnull)) + 1;
-            if (out[i].attempts > max_attempts) {
+            if (out[i].attempts > policies.of(p.key->consumer).max_attempts) {
                 out[i].state = 2;
                 continue;
             }

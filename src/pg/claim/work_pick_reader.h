@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "pg/claim/retry_policies.h"
 #include "pg/claim/work.h"
 
 namespace whizbang::pg {
@@ -28,7 +29,7 @@ struct PickRead {
 // nullopt when the tables cannot be read this way (row security, a changed shape): the caller
 // reads them with SQL. Checks the caller's SELECT privilege as a query would.
 std::optional<std::vector<PickRead>> read_picks(Source source, TupleDesc result_desc, const std::vector<PickToRead>& picks,
-                                                TimestampTz now, int64_t max_attempts);
+                                                TimestampTz now, const RetryPolicies& policies);
 
 // The re-read's check for the SQL path (row security): whether another transaction is deleting
 // or updating each row version (by its ctid in the work table of `source`) right now — the

@@ -7,6 +7,7 @@
 #include "pg/citus/citus_route.h"
 #include "pg/boundary/arrays.h"
 #include "pg/lease/lease_store.h"
+#include "pg/ops/counters.h"
 #include "pg/ops/logical_slots.h"
 #include "pg/ops/queues.h"
 #include "pg/boundary/spi.h"
@@ -75,6 +76,16 @@ CachedPlan distributed_keys_plan(
 CachedPlan oldest_legacy_plan("SELECT pg_catalog.min(d.first_seen_at) FROM whizbang.wh_message_deduplication d"
                               " WHERE d.first_seen_at OPERATOR(pg_catalog.<) $1",
                               {TIMESTAMPTZOID});
+
+// The throughput counters' totals per source (counters.h), through whizbang.counters(), which
+// adds up every node's on a Citus coordinator. Absent (a database not updated to 0.16.0): zeros.
+CachedPlan counter_totals_plan(
+    "SELECT c.source,"
+    "  COALESCE(pg_catalog.sum(c.stored), 0)::pg_catalog.int8, COALESCE(pg_catalog.sum(c.claimed), 0)::pg_catalog.int8,"
+    "  COALESCE(pg_catalog.sum(c.completed), 0)::pg_catalog.int8, COALESCE(pg_catalog.sum(c.failed), 0)::pg_catalog.int8,"
+    "  COALESCE(pg_catalog.sum(c.dead_lettered), 0)::pg_catalog.int8"
+    "  FROM whizbang.counters() c GROUP BY c.source",
+    {});
 
 // stats()' table metrics on a distributed install, in the single server's order: the work
 // metrics from every shard's queues() (routed_queue_counts), the key metrics from aggregates.
@@ -194,12 +205,34 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
                                                      {"logical_slots_lost", slots.invalidated},
                                                      {"logical_slot_max_lag_bytes", slots.max_lag_bytes},
                                                      {"logical_slot_max_retained_wal_bytes", slots.max_retained_bytes}};
+    // Throughput since the server started (issue 33 item 6): monotonic, for rate().
+    std::vector<std::pair<std::string, int64_t>> totals{{"counters_active", counters_active() ? 1 : 0}};
+    {
+        int64_t sums[2][core::kCounters] = {};
+        if (whizbang_table_exists("counters")) {  // the view of 0.16.0: counters() is there
+            AsExtensionOwner owner;
+            const uint64 rows = counter_totals_plan.execute({});
+            for (uint64 r = 0; r < rows; ++r) {
+                bool isnull = false;
+                const int s = text_from_datum(spi_value(r, 1, &isnull)) == "outbox" ? 1 : 0;
+                for (std::size_t c = 0; c < core::kCounters; ++c) sums[s][c] = DatumGetInt64(spi_value(r, c + 2, &isnull));
+            }
+        }
+        const char* counted[core::kCounters] = {"stored", "claimed", "completed", "failed", "dead_lettered"};
+        for (int s = 0; s < 2; ++s)
+            for (std::size_t c = 0; c < core::kCounters; ++c)
+                totals.emplace_back(std::string(s == 0 ? "inbox_" : "outbox_") + counted[c] + "_total", sums[s][c]);
+    }
     std::vector<Datum> names;
     for (const auto& [name, value] : store) names.push_back(text_datum(name));
     for (const auto& [name, value] : dedup) names.push_back(text_datum(name));
+    for (const auto& [name, value] : totals) names.push_back(text_datum(name));
     pg_call([&] {
         for (std::size_t i = 0; i < names.size(); ++i) {
-            const int64_t value = i < std::size(store) ? store[i].second : dedup[i - std::size(store)].second;
+            const std::size_t fixed = std::size(store) + std::size(dedup);
+            const int64_t value = i < std::size(store) ? store[i].second
+                                  : i < fixed           ? dedup[i - std::size(store)].second
+                                                        : totals[i - fixed].second;
             Datum values[2] = {names[i], Int64GetDatum(value)};
             bool nulls[2] = {false, false};
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

@@ -20,7 +20,9 @@
 #include "pg/lease/lease_store.h"
 #include "pg/boundary/settings.h"
 #include "pg/boundary/spi.h"
+#include "pg/claim/retry_policies.h"
 #include "pg/claim/work.h"
+#include "pg/ops/counters.h"
 #include "pg/wait/work_wait.h"
 #include "pg/boundary/required_privileges.h"
 #include "pg/outcomes/named_work.h"
@@ -114,6 +116,7 @@ WB_ROUTED_FUNCTION(wb_complete_work, by_claimed_id) {
         else
             delete_done_plan[n.source].execute({n.consumer_datum, uuid_array(done)});
     }
+    count(n.source, n.consumer, core::Counter::completed, done.size());
     explain_not_found("complete_work", n, outcomes);
     spi.finish();
     emit(fcinfo, n, outcomes);
@@ -144,8 +147,8 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
 
     SpiConnection spi;
     find_named(n);
-    const int64_t max_attempts = setting_int("max_attempts");
-    const int64_t base = setting_int("retry_base_seconds"), cap = setting_int("retry_max_seconds");
+    const RetryPolicies policies(n.source);
+    const RetryPolicy& policy = policies.of(n.consumer);
     std::uniform_real_distribution<double> unit(0.0, 1.0);
     std::vector<core::Uuid> retry_ids, dead_ids;
     std::vector<TimestampTz> retry_at;
@@ -158,13 +161,16 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
         delivered[n.ids[i]] = row.attempts;
         std::optional<std::string> error = errors ? (*errors)[i] : std::nullopt;
         const bool may_retry = !retryable || (*retryable)[i].value_or(true);
-        if (!may_retry || row.attempts >= max_attempts) {
+        if (!may_retry || row.attempts >= policy.max_attempts) {
             dead_ids.push_back(n.ids[i]);
             dead_consumers.push_back(n.consumer);
             dead_errors.push_back(error);
             return Outcome{"dead_lettered", std::nullopt};
         }
-        const int64_t delay = retry_after >= 0 ? retry_after : core::retry_delay_us(row.attempts, base, cap, unit(jitter_source()));
+        const int64_t delay =
+            retry_after >= 0 ? retry_after
+                             : core::retry_delay_us(row.attempts, policy.base_seconds, policy.max_seconds,
+                                                    unit(jitter_source()), policy.jitter_percent);
         TimestampTz at = add_to_timestamp(n.now, delay, "the retry time");
         retry_ids.push_back(n.ids[i]);
         retry_at.push_back(at);
@@ -185,6 +191,7 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
         retry_plan[n.source].execute({n.consumer_datum, uuid_array(retry_ids), timestamptz_array(retry_at),
                             nullable_text_array(retry_errors)});
     dead_letter(n.source, dead_ids, dead_consumers, dead_errors, n.now);
+    count(n.source, n.consumer, core::Counter::failed, retry_ids.size() + dead_ids.size());
     end_runs(n.source, runs, true);
     explain_not_found("fail_work", n, outcomes);
     spi.finish();
@@ -361,6 +368,7 @@ WB_ROUTED_FUNCTION(wb_complete_outbox_published, by_claimed_id) {
             (void)shm::end({Source::outbox, id, ""}, std::nullopt, &mismatch, true);
         }
     }
+    count(Source::outbox, "", core::Counter::completed, done);
     spi.finish();
     PG_RETURN_INT32(static_cast<int32>(done));
 }

@@ -10,6 +10,7 @@
 
 #include "core/partition.h"
 #include "pg/boundary/args.h"
+#include "pg/ops/counters.h"
 #include "pg/boundary/arrays.h"
 #include "pg/lease/lease_store.h"
 #include "pg/citus/shard_scope.h"
@@ -313,6 +314,7 @@ std::vector<bool> store_new(const StoreOptions& o, const std::vector<Message>& m
     std::vector<bool> out(fresh.size(), false);
     std::set<std::size_t> done(written.begin(), written.end());
     for (std::size_t k = 0; k < fresh.size(); ++k) out[k] = done.count(fresh[k]) > 0;
+    count(o.source, o.consumer, core::Counter::stored, written.size());
     return out;
 }
 
