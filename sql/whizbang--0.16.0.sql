@@ -3690,8 +3690,8 @@ RETURNS TABLE (message_id uuid, outcome text, scheduled_for timestamptz)
     SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION whizbang.requeue(text, uuid[], text, boolean, timestamptz) FROM PUBLIC;
 COMMENT ON FUNCTION whizbang.requeue(text, uuid[], text, boolean, timestamptz) IS
-    'Makes named pending or scheduled work due at p_now (attempts and stream order kept): one row per element, '
-    'in input order. Outcome: requeued (scheduled_for = p_now) | leased (under a live lease: unchanged; '
+    'Makes named pending or scheduled work due now: at p_now, or at its own earlier due time (attempts and stream '
+    'order kept): one row per element, in input order. Outcome: requeued (scheduled_for: the due time) | leased (under a live lease: unchanged; '
     'p_take_over => true ends that lease, its holder''s token then answers lease_lost) | not_found (unknown, '
     'completed, dead-lettered, another consumer''s). p_consumer is ignored for the outbox. Errors: 22004, 22023, '
     '2202E, 54000, 25006, 42501.';
@@ -4237,6 +4237,7 @@ AS $$
         ('dead_letters', 'routine', 'retry_dead_letters_matching', 'EXECUTE'),
         ('dead_letters', 'routine', 'discard_dead_letters', 'EXECUTE'),
         ('dead_letters', 'routine', 'discard_dead_letters_matching', 'EXECUTE'),
+        ('dead_letters', 'routine', '_dead_letters_matching', 'EXECUTE'),
         ('dead_letters', 'table', 'wh_dead_letters', 'SELECT, UPDATE, DELETE'),
         ('dead_letters', 'table', 'wh_inbox', 'SELECT, INSERT'),
         ('dead_letters', 'table', 'wh_inbox_streams', 'SELECT, INSERT, UPDATE'),
