@@ -507,12 +507,21 @@ COMMENT ON FUNCTION whizbang.counters() IS
     'Throughput per source and consumer since the server started: messages stored, claimed (deliveries), completed, '
     'failed (fail_work calls'' ids) and dead-lettered, monotonic (a restart starts them at 0 again); a transaction''s '
     'counts are added when it commits. consumer NULL: the consumers beyond whizbang.max_counted_consumers, together. '
-    'Needs shared_preload_libraries = whizbang (no rows without it). On a Citus coordinator: every node''s, added up.';
+    'Needs shared_preload_libraries = whizbang (no rows without it). On a Citus coordinator: every node''s, added up. '
+    'Errors: 42501 (a missing grant).';
 
 CREATE VIEW whizbang.counters AS
     SELECT c.source, c.consumer, c.stored, c.claimed, c.completed, c.failed, c.dead_lettered FROM whizbang.counters() c;
 REVOKE ALL ON whizbang.counters FROM PUBLIC;
 COMMENT ON VIEW whizbang.counters IS 'whizbang.counters(): throughput per source and consumer since the server started.';
+COMMENT ON COLUMN whizbang.counters.source IS 'inbox or outbox.';
+COMMENT ON COLUMN whizbang.counters.consumer IS
+    'The inbox consumer ('''' for the outbox); NULL: the consumers beyond whizbang.max_counted_consumers, together.';
+COMMENT ON COLUMN whizbang.counters.stored IS 'Messages stored as work (duplicates not; retried dead letters too).';
+COMMENT ON COLUMN whizbang.counters.claimed IS 'Deliveries handed out by claim_work.';
+COMMENT ON COLUMN whizbang.counters.completed IS 'Messages completed (complete_work, complete_outbox_published).';
+COMMENT ON COLUMN whizbang.counters.failed IS 'Failed deliveries reported by fail_work (retried or dead-lettered).';
+COMMENT ON COLUMN whizbang.counters.dead_lettered IS 'Messages moved to wh_dead_letters (by fail_work or by a claim).';
 
 -- check() reports whether the retry policies are shared on a distributed install.
 CREATE OR REPLACE FUNCTION whizbang.check()

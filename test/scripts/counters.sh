@@ -5,7 +5,7 @@
 #     when their transaction commits — never when it rolls back, nor for a rolled-back savepoint;
 #     a prepared transaction's when it is prepared;
 #   - the counts only grow, are the same in every session, and stats() has their totals per
-#     source (inbox_stored_total, ...) and counters_active 1;
+#     source (counters_inbox_stored, ...) and counters_active 1;
 #   - a consumer beyond the table's room is counted in the database's "other consumers" row
 #     (consumer NULL); a restart starts every count at 0 again.
 # Without the preload nothing is counted: counters() has no rows, counters_active is 0 and the
@@ -45,7 +45,7 @@ if [ "$2" = plain ]; then
   check "without the preload: counters() has no rows" "SELECT count(*) = 0 FROM whizbang.counters()"
   check "without the preload: counters_active 0, totals 0" \
     "SELECT bool_and(value = 0) AND count(*) = 11 FROM whizbang.stats()
-      WHERE metric = 'counters_active' OR metric LIKE '%\_total'"
+      WHERE metric LIKE 'counters\_%'"
   [ "$FAILED" -eq 0 ]
   exit
 fi
@@ -93,9 +93,9 @@ sql -c "SELECT whizbang.complete_outbox_published(ARRAY(SELECT message_id FROM w
 check_eq "outbox: 3 stored, 2 claimed, 2 completed" "3 2 2 0 0" "$(counts "''" outbox)"
 
 check "stats(): the inbox totals are the sums over the consumers" \
-  "SELECT (SELECT value FROM whizbang.stats() WHERE metric = 'inbox_stored_total') = (SELECT sum(stored) FROM whizbang.counters WHERE source = 'inbox')
-      AND (SELECT value FROM whizbang.stats() WHERE metric = 'inbox_dead_lettered_total') = 1
-      AND (SELECT value FROM whizbang.stats() WHERE metric = 'outbox_completed_total') = 2"
+  "SELECT (SELECT value FROM whizbang.stats() WHERE metric = 'counters_inbox_stored') = (SELECT sum(stored) FROM whizbang.counters WHERE source = 'inbox')
+      AND (SELECT value FROM whizbang.stats() WHERE metric = 'counters_inbox_dead_lettered') = 1
+      AND (SELECT value FROM whizbang.stats() WHERE metric = 'counters_outbox_completed') = 2"
 
 # Another database counts apart.
 sql -c "CREATE DATABASE other" && sql -d other -c "CREATE EXTENSION whizbang" \

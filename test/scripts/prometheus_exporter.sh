@@ -169,7 +169,7 @@ if [ "$has_counters" = t ]; then
     "$(c stored billing inbox) $(c claimed billing inbox) $(c completed billing inbox)"
   check_eq "counters: audit failed 1, dead-lettered 1" "1 1" "$(c failed audit inbox) $(c dead_lettered audit inbox)"
   check_eq "counters: outbox (consumer \"\") stored 2" 2 "$(c stored '' outbox)"
-  check_eq "stats: inbox_stored_total 4" 4 "$(metric 'whizbang_stats_value{metric="inbox_stored_total"}')"
+  check_eq "stats: counters_inbox_stored 4" 4 "$(metric 'whizbang_stats_value{metric="counters_inbox_stored"}')"
   grep -q '^# TYPE whizbang_counters_stored counter' "$work/metrics" && kind=counter || kind=other
   check_eq "the counters are Prometheus counters" counter "$kind"
 fi

@@ -221,7 +221,7 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
         const char* counted[core::kCounters] = {"stored", "claimed", "completed", "failed", "dead_lettered"};
         for (int s = 0; s < 2; ++s)
             for (std::size_t c = 0; c < core::kCounters; ++c)
-                totals.emplace_back(std::string(s == 0 ? "inbox_" : "outbox_") + counted[c] + "_total", sums[s][c]);
+                totals.emplace_back(std::string(s == 0 ? "counters_inbox_" : "counters_outbox_") + counted[c], sums[s][c]);
     }
     std::vector<Datum> names;
     for (const auto& [name, value] : store) names.push_back(text_datum(name));
