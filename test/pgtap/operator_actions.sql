@@ -42,20 +42,9 @@ LANGUAGE sql AS $$
      ORDER BY c.message_id
 $$;
 
--- pg_temp.writes() and pg_temp.attempt(sql).
+-- pg_temp.writes(), pg_temp.attempt(sql) and pg_temp.fails(sql, state, pattern, description).
 \ir lib/writes.sql
 
--- The call raises p_state and wrote nothing before it did.
-CREATE FUNCTION pg_temp.fails(p_sql text, p_state text, p_description text) RETURNS text
-LANGUAGE plpgsql AS $$
-DECLARE
-    r record;
-BEGIN
-    SELECT * INTO r FROM pg_temp.attempt(p_sql);
-    RETURN is(ARRAY[r.state, (r.writes_before = r.writes_after)::text], ARRAY[p_state, 'true'], p_description)
-           || CASE WHEN r.state IS DISTINCT FROM p_state THEN E'\n' || diag('    message: ' || r.message) ELSE '' END;
-END
-$$;
 
 -- ---------------------------------------------------------------------------------------
 -- 1. fail_work(..., p_retry_after): the handler's own delay instead of the backoff
@@ -79,7 +68,7 @@ SELECT is((SELECT attempts FROM pg_temp.claim('ra', 3610, 2) WHERE message_id = 
           'fail_work: handed out at p_now + p_retry_after, the failed delivery counted');
 SELECT pg_temp.fails($$SELECT * FROM whizbang.fail_work('inbox', pg_temp.ids('{1}'), ARRAY['e'], NULL, NULL, 'ra',
                          pg_temp.at(3700), p_retry_after => interval '-1 second')$$,
-                     '22023', 'fail_work: a negative p_retry_after is 22023, nothing written');
+                     '22023', NULL, 'fail_work: a negative p_retry_after is 22023, nothing written');
 SELECT results_eq(
     $$SELECT outcome FROM whizbang.fail_work('inbox', pg_temp.ids('{99}'), ARRAY['e'], NULL, NULL, 'ra', pg_temp.at(3700),
         p_retry_after => NULL)$$,
@@ -190,20 +179,20 @@ SELECT results_eq(
     $$VALUES ('leased')$$, 'reschedule: work under a live lease is leased');
 
 -- Bad input: an error, nothing written.
-SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue(NULL, pg_temp.ids('{13}'), 'rq')$$, '22004', 'requeue: NULL p_source');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('queue', pg_temp.ids('{13}'), 'rq')$$, '22023', 'requeue: an unknown p_source');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', ARRAY[NULL::uuid], 'rq')$$, '22004', 'requeue: a NULL id');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', pg_temp.ids('{13}'), NULL)$$, '22004', 'requeue: NULL p_consumer');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', pg_temp.ids('{13}'), 'rq', NULL)$$, '22004',
+SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue(NULL, pg_temp.ids('{13}'), 'rq')$$, '22004', NULL, 'requeue: NULL p_source');
+SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('queue', pg_temp.ids('{13}'), 'rq')$$, '22023', NULL, 'requeue: an unknown p_source');
+SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', ARRAY[NULL::uuid], 'rq')$$, '22004', NULL, 'requeue: a NULL id');
+SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', pg_temp.ids('{13}'), NULL)$$, '22004', NULL, 'requeue: NULL p_consumer');
+SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', pg_temp.ids('{13}'), 'rq', NULL)$$, '22004', NULL,
                      'requeue: NULL p_take_over');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', pg_temp.ids('{13}'), 'rq', p_now => 'infinity')$$, '22023',
+SELECT pg_temp.fails($$SELECT * FROM whizbang.requeue('inbox', pg_temp.ids('{13}'), 'rq', p_now => 'infinity')$$, '22023', NULL,
                      'requeue: p_now not finite');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.reschedule('inbox', pg_temp.ids('{13}'), NULL, 'rq')$$, '22004',
+SELECT pg_temp.fails($$SELECT * FROM whizbang.reschedule('inbox', pg_temp.ids('{13}'), NULL, 'rq')$$, '22004', NULL,
                      'reschedule: NULL p_at');
-SELECT pg_temp.fails($$SELECT * FROM whizbang.reschedule('inbox', pg_temp.ids('{13}'), 'infinity', 'rq')$$, '22023',
+SELECT pg_temp.fails($$SELECT * FROM whizbang.reschedule('inbox', pg_temp.ids('{13}'), 'infinity', 'rq')$$, '22023', NULL,
                      'reschedule: p_at not finite');
 SELECT pg_temp.fails($$SELECT * FROM whizbang.reschedule('inbox', ARRAY[ARRAY[pg_temp.id(13)]], pg_temp.at(0), 'rq')$$,
-                     '2202E', 'reschedule: a two-dimensional id array');
+                     '2202E', NULL, 'reschedule: a two-dimensional id array');
 SELECT is((SELECT count(*) FROM whizbang.requeue('inbox', NULL)), 0::bigint, 'requeue: NULL ids: no rows');
 SELECT is((SELECT count(*) FROM whizbang.reschedule('inbox', '{}', pg_temp.at(0))), 0::bigint, 'reschedule: no ids: no rows');
 
@@ -234,21 +223,21 @@ SELECT results_eq(
     $$VALUES ('duplicate')$$, 'discard_dead_letters: the dedup record stays: a redelivery is a duplicate');
 SELECT is(whizbang.discard_dead_letters(NULL), 0, 'discard_dead_letters: NULL is 0');
 SELECT is(whizbang.discard_dead_letters('{}'), 0, 'discard_dead_letters: empty is 0');
-SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters(ARRAY[1, NULL])$$, '22004',
+SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters(ARRAY[1, NULL])$$, '22004', NULL,
                      'discard_dead_letters: a NULL element is 22004, nothing deleted');
-SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters(ARRAY[ARRAY[1]])$$, '2202E',
+SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters(ARRAY[ARRAY[1]])$$, '2202E', NULL,
                      'discard_dead_letters: a two-dimensional array is 2202E');
 
 -- By filter: every filter given must match.
-SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters_matching()$$, '22023',
+SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters_matching()$$, '22023', NULL,
                      'discard_dead_letters_matching: no filter is 22023');
-SELECT pg_temp.fails($$SELECT whizbang.retry_dead_letters_matching(p_limit => 5)$$, '22023',
+SELECT pg_temp.fails($$SELECT whizbang.retry_dead_letters_matching(p_limit => 5)$$, '22023', NULL,
                      'retry_dead_letters_matching: p_limit alone is no filter');
-SELECT pg_temp.fails($$SELECT whizbang.retry_dead_letters_matching(p_source => 'queue')$$, '22023',
+SELECT pg_temp.fails($$SELECT whizbang.retry_dead_letters_matching(p_source => 'queue')$$, '22023', NULL,
                      'retry_dead_letters_matching: an unknown p_source');
-SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters_matching(p_consumer => 'dl', p_limit => 0)$$, '22023',
+SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters_matching(p_consumer => 'dl', p_limit => 0)$$, '22023', NULL,
                      'discard_dead_letters_matching: p_limit 0');
-SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters_matching(p_dead_lettered_before => 'infinity')$$, '22023',
+SELECT pg_temp.fails($$SELECT whizbang.discard_dead_letters_matching(p_dead_lettered_before => 'infinity')$$, '22023', NULL,
                      'discard_dead_letters_matching: a timestamp not finite');
 SELECT is(whizbang.discard_dead_letters_matching(p_consumer => 'nobody'), 0, 'discard_dead_letters_matching: no match is 0');
 
