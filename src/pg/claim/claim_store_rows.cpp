@@ -21,11 +21,20 @@ namespace {
 // claim_work's result rows in SPI's tuple table, counted by their consumer (column 14; NULL for
 // the outbox).
 void count_claimed(Source source, uint64 rows) {
+    std::string consumer;
+    uint64 run = 0;
     for (uint64 r = 0; r < rows; ++r) {
         bool isnull = false;
-        const Datum consumer = spi_value(r, 14, &isnull);
-        count(source, isnull ? std::string() : text_from_datum(consumer), core::Counter::claimed, 1);
+        const Datum d = spi_value(r, 14, &isnull);
+        std::string next = isnull ? std::string() : text_from_datum(d);
+        if (run > 0 && next != consumer) {
+            count(source, consumer, core::Counter::claimed, run);
+            run = 0;
+        }
+        consumer = std::move(next);
+        ++run;
     }
+    if (run > 0) count(source, consumer, core::Counter::claimed, run);
 }
 
 // This instance's pre-leased rows that still carry the lease they were stored with.

@@ -423,7 +423,12 @@ void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo) {
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
     });
-    for (const shm::LeaseKey& key : out.keys) count(key.source, key.consumer, core::Counter::claimed, 1);
+    // One count per run of rows of one consumer (a claim is mostly one consumer's).
+    for (std::size_t i = 0, j = 0; i < out.keys.size(); i = j) {
+        for (j = i + 1; j < out.keys.size() && out.keys[j].consumer == out.keys[i].consumer; ++j) {
+        }
+        count(out.keys[i].source, out.keys[i].consumer, core::Counter::claimed, j - i);
+    }
 }
 
 }  // namespace whizbang::pg
