@@ -482,7 +482,7 @@ BEGIN
     EXECUTE $q$SELECT pg_catalog.array_agg(r.result) FILTER (WHERE r.success),
                       pg_catalog.count(*) FILTER (WHERE NOT r.success)
                  FROM pg_catalog.run_command_on_workers(
-                        'SELECT pg_catalog.coalesce(pg_catalog.json_agg(c), ''[]'') FROM whizbang._counters() c') r$q$
+                        'SELECT COALESCE(pg_catalog.json_agg(c), ''[]'') FROM whizbang._counters() c') r$q$
        INTO v_results, v_unreachable;
     IF v_unreachable OPERATOR(pg_catalog.>) 0 THEN
         RAISE NOTICE 'whizbang: counters() could not reach % node(s); their counts are missing', v_unreachable;

@@ -55,6 +55,13 @@ as_check "inbox worker: claims, renews, releases, fails and completes through th
       AND (SELECT count(*) FROM whizbang.release_work('inbox', ARRAY(SELECT message_id FROM c ORDER BY message_id LIMIT 2), ARRAY(SELECT lease_token FROM c ORDER BY message_id LIMIT 2), p_consumer => 'g') WHERE outcome = 'released') = 2
       AND (SELECT count(*) FROM whizbang.fail_work('inbox', ARRAY(SELECT message_id FROM c ORDER BY message_id OFFSET 2 LIMIT 3), ARRAY['e','e','e'], p_consumer => 'g') WHERE outcome IS NOT NULL) = 3
       AND (SELECT count(*) FROM whizbang.complete_work('inbox', ARRAY(SELECT message_id FROM c ORDER BY message_id OFFSET 5), NULL, p_consumer => 'g') WHERE outcome = 'completed') = 55"
+# The work above is counted where it ran, on the nodes (2PC: at PREPARE), and counters() on the
+# coordinator adds the nodes up (0.16.0; nothing is counted without whizbang preloaded).
+check "counters: consumer g's stores, claims, failures and completions through the coordinator, added up from the nodes" \
+  "SELECT CASE WHEN current_setting('shared_preload_libraries') LIKE '%whizbang%'
+               THEN (SELECT stored = 60 AND claimed = 60 AND failed = 3 AND completed = 55
+                       FROM whizbang.counters() WHERE source = 'inbox' AND consumer = 'g')
+               ELSE (SELECT count(*) = 0 FROM whizbang.counters()) END"
 check_eq "inbox worker: may not store outbox messages" 42501 \
   "$(as r_inbox "SELECT public.sqlstate_of(\$\$SELECT whizbang.store_outbox_messages(public.batch('o', 1))\$\$)")"
 check_eq "inbox worker: may not begin idempotency keys" 42501 \
