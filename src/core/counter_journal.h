@@ -17,6 +17,8 @@ namespace whizbang::core {
 
 enum class Counter : std::uint8_t { stored = 0, claimed, completed, failed, dead_lettered };
 constexpr std::size_t kCounters = 5;
+// In Counter's order: the columns of whizbang.counters() and the names of stats()' totals.
+constexpr const char* kCounterNames[kCounters] = {"stored", "claimed", "completed", "failed", "dead_lettered"};
 using CounterValues = std::array<std::uint64_t, kCounters>;
 
 // The counted key: 0 inbox, 1 outbox; the consumer ('' for the outbox).

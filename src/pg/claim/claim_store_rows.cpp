@@ -21,20 +21,11 @@ namespace {
 // claim_work's result rows in SPI's tuple table, counted by their consumer (column 14; NULL for
 // the outbox).
 void count_claimed(Source source, uint64 rows) {
-    std::string consumer;
-    uint64 run = 0;
-    for (uint64 r = 0; r < rows; ++r) {
+    count_rows(source, core::Counter::claimed, rows, [](std::size_t r) {
         bool isnull = false;
-        const Datum d = spi_value(r, 14, &isnull);
-        std::string next = isnull ? std::string() : text_from_datum(d);
-        if (run > 0 && next != consumer) {
-            count(source, consumer, core::Counter::claimed, run);
-            run = 0;
-        }
-        consumer = std::move(next);
-        ++run;
-    }
-    if (run > 0) count(source, consumer, core::Counter::claimed, run);
+        const Datum consumer = spi_value(r, 14, &isnull);
+        return isnull ? std::string() : text_from_datum(consumer);
+    });
 }
 
 // This instance's pre-leased rows that still carry the lease they were stored with.

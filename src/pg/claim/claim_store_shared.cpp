@@ -423,12 +423,9 @@ void finish_shared_claim(SharedHandOut& out, ReturnSetInfo* rsinfo) {
             tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
         }
     });
-    // One count per run of rows of one consumer (a claim is mostly one consumer's).
-    for (std::size_t i = 0, j = 0; i < out.keys.size(); i = j) {
-        for (j = i + 1; j < out.keys.size() && out.keys[j].consumer == out.keys[i].consumer; ++j) {
-        }
-        count(out.keys[i].source, out.keys[i].consumer, core::Counter::claimed, j - i);
-    }
+    if (!out.keys.empty())
+        count_rows(out.keys.front().source, core::Counter::claimed, out.keys.size(),
+                   [&](std::size_t i) { return out.keys[i].consumer; });
 }
 
 }  // namespace whizbang::pg

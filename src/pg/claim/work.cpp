@@ -256,8 +256,8 @@ void dead_letter(Source source, const std::vector<core::Uuid>& ids, const std::v
         {uuid_array(ids), text_array(consumers), nullable_text_array(errors), TimestampTzGetDatum(now)});
     // The rows named are locked by the caller, so all of them moved; should fewer have, the
     // first ones' consumers are counted.
-    for (std::size_t i = 0; i < ids.size() && i < moved; ++i)
-        count(source, consumers[i], core::Counter::dead_lettered, 1);
+    count_rows(source, core::Counter::dead_lettered, std::min<std::size_t>(ids.size(), moved),
+               [&](std::size_t i) { return consumers[i]; });
 }
 
 // claim_work on a distributed install: asks the nodes shard by shard (starting at another shard

@@ -23,6 +23,25 @@ bool counters_active();
 // Adds n to this transaction's count (nothing without the preload). Never throws.
 void count(Source source, const std::string& consumer, core::Counter counter, uint64_t n) noexcept;
 
+// Counts n rows whose consumers consumer_of(0 .. n-1) gives: one count per run of equal
+// consumers (the rows of one call are mostly one consumer's).
+template <typename ConsumerOf>
+void count_rows(Source source, core::Counter counter, std::size_t n, ConsumerOf consumer_of) {
+    if (!counters_active()) return;
+    std::size_t run = 0;
+    std::string current;
+    for (std::size_t i = 0; i < n; ++i) {
+        std::string next = consumer_of(i);
+        if (run > 0 && next != current) {
+            count(source, current, counter, run);
+            run = 0;
+        }
+        current = std::move(next);
+        ++run;
+    }
+    if (run > 0) count(source, current, counter, run);
+}
+
 // The ends of transactions and subtransactions (module.cpp's dispatcher).
 void counters_at_xact(XactEvent event);
 void counters_at_subxact(SubXactEvent event);

@@ -87,11 +87,26 @@ CachedPlan counter_totals_plan(
     "  FROM whizbang.counters() c GROUP BY c.source",
     {});
 
+using Metrics = std::vector<std::pair<std::string, int64_t>>;
+
+// Appends (metric, value) rows to stats()' result; unknown[i]: row i's value is NULL.
+void put_metrics(ReturnSetInfo* rsinfo, const Metrics& metrics, const std::vector<bool>& unknown = {}) {
+    std::vector<Datum> texts;
+    for (const auto& m : metrics) texts.push_back(text_datum(m.first));
+    pg_call([&] {
+        for (std::size_t i = 0; i < metrics.size(); ++i) {
+            Datum values[2] = {texts[i], Int64GetDatum(metrics[i].second)};
+            bool nulls[2] = {false, i < unknown.size() && unknown[i]};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    });
+}
+
 // stats()' table metrics on a distributed install, in the single server's order: the work
 // metrics from every shard's queues() (routed_queue_counts), the key metrics from aggregates.
 // Not one snapshot: each shard and each aggregate counts at its own moment.
 void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
-    std::vector<std::pair<std::string, int64_t>> metrics;
+    Metrics metrics;
     // A node that cannot be reached is counted (nodes_unreachable), not an error: stats() is
     // what an operator reads when a node is down. The key metrics then come from no node (NULL).
     int unreachable = 0;
@@ -138,15 +153,7 @@ void distributed_table_metrics(ReturnSetInfo* rsinfo, TimestampTz now) {
             ereport(NOTICE, (errmsg("whizbang: stats() could not reach %d node(s); their counts are missing, the key "
                                     "metrics are NULL", unreachable)));
         });
-    std::vector<Datum> texts;
-    for (const auto& m : metrics) texts.push_back(text_datum(m.first));
-    pg_call([&] {
-        for (std::size_t i = 0; i < metrics.size(); ++i) {
-            Datum values[2] = {texts[i], Int64GetDatum(metrics[i].second)};
-            bool nulls[2] = {false, static_cast<bool>(unknown[i])};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-        }
-    });
+    put_metrics(rsinfo, metrics, unknown);
 }
 
 }  // namespace
@@ -205,39 +212,25 @@ WB_ROUTED_FUNCTION(wb_stats, every_node) {
                                                      {"logical_slots_lost", slots.invalidated},
                                                      {"logical_slot_max_lag_bytes", slots.max_lag_bytes},
                                                      {"logical_slot_max_retained_wal_bytes", slots.max_retained_bytes}};
+    Metrics server(std::begin(store), std::end(store));
+    server.insert(server.end(), std::begin(dedup), std::end(dedup));
     // Throughput since the server started (issue 33 item 6): monotonic, for rate().
-    std::vector<std::pair<std::string, int64_t>> totals{{"counters_active", counters_active() ? 1 : 0}};
-    {
-        int64_t sums[2][core::kCounters] = {};
-        if (whizbang_table_exists("counters")) {  // the view of 0.16.0: counters() is there
-            AsExtensionOwner owner;
-            const uint64 rows = counter_totals_plan.execute({});
-            for (uint64 r = 0; r < rows; ++r) {
-                bool isnull = false;
-                const int s = text_from_datum(spi_value(r, 1, &isnull)) == "outbox" ? 1 : 0;
-                for (std::size_t c = 0; c < core::kCounters; ++c) sums[s][c] = DatumGetInt64(spi_value(r, c + 2, &isnull));
-            }
+    server.emplace_back("counters_active", counters_active() ? 1 : 0);
+    int64_t sums[2][core::kCounters] = {};
+    if (whizbang_table_exists("counters")) {  // the view of 0.16.0: counters() is there
+        AsExtensionOwner owner;
+        const uint64 rows = counter_totals_plan.execute({});
+        for (uint64 r = 0; r < rows; ++r) {
+            bool isnull = false;
+            const int s = text_from_datum(spi_value(r, 1, &isnull)) == "outbox" ? 1 : 0;
+            for (std::size_t c = 0; c < core::kCounters; ++c) sums[s][c] = DatumGetInt64(spi_value(r, c + 2, &isnull));
         }
-        const char* counted[core::kCounters] = {"stored", "claimed", "completed", "failed", "dead_lettered"};
-        for (int s = 0; s < 2; ++s)
-            for (std::size_t c = 0; c < core::kCounters; ++c)
-                totals.emplace_back(std::string(s == 0 ? "counters_inbox_" : "counters_outbox_") + counted[c], sums[s][c]);
     }
-    std::vector<Datum> names;
-    for (const auto& [name, value] : store) names.push_back(text_datum(name));
-    for (const auto& [name, value] : dedup) names.push_back(text_datum(name));
-    for (const auto& [name, value] : totals) names.push_back(text_datum(name));
-    pg_call([&] {
-        for (std::size_t i = 0; i < names.size(); ++i) {
-            const std::size_t fixed = std::size(store) + std::size(dedup);
-            const int64_t value = i < std::size(store) ? store[i].second
-                                  : i < fixed           ? dedup[i - std::size(store)].second
-                                                        : totals[i - fixed].second;
-            Datum values[2] = {names[i], Int64GetDatum(value)};
-            bool nulls[2] = {false, false};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-        }
-    });
+    for (int s = 0; s < 2; ++s)
+        for (std::size_t c = 0; c < core::kCounters; ++c)
+            server.emplace_back(std::string(s == 0 ? "counters_inbox_" : "counters_outbox_") + core::kCounterNames[c],
+                                sums[s][c]);
+    put_metrics(rsinfo, server);
     spi.finish();
     return (Datum)0;
 }

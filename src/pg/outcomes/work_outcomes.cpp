@@ -135,8 +135,9 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
     auto retryable = bool_array_arg(fcinfo, 4, "p_retryable");
     if (retryable) require_same_length(n.ids.size(), "p_message_ids", retryable->size(), "p_retryable");
     // The 0.15.0 SQL definition has seven arguments (a database not updated yet).
-    const int64_t retry_after = PG_NARGS() > 7 ? interval_arg(fcinfo, 7, "p_retry_after").value_or(-1) : -1;
-    if (PG_NARGS() > 7 && !PG_ARGISNULL(7) && retry_after < 0)
+    std::optional<int64_t> retry_after;
+    if (PG_NARGS() > 7) retry_after = interval_arg(fcinfo, 7, "p_retry_after");
+    if (retry_after && *retry_after < 0)
         throw SqlError(ERRCODE_INVALID_PARAMETER_VALUE, "p_retry_after must not be negative",
                        "It is the time from p_now to the next attempt.");
     pg_call([&] { InitMaterializedSRF(fcinfo, 0); });
@@ -168,7 +169,7 @@ WB_ROUTED_FUNCTION(wb_fail_work, by_claimed_id) {
             return Outcome{"dead_lettered", std::nullopt};
         }
         const int64_t delay =
-            retry_after >= 0 ? retry_after
+            retry_after ? *retry_after
                              : core::retry_delay_us(row.attempts, policy.base_seconds, policy.max_seconds,
                                                     unit(jitter_source()), policy.jitter_percent);
         TimestampTz at = add_to_timestamp(n.now, delay, "the retry time");
